@@ -1,0 +1,5 @@
+# Tests: unit tests of the pieces, and the conformance driver that dlopens
+# the built plugin.  tests/run-all.sh runs everything and prints the
+# "N passed, N failed" summary.
+include tests/unit/local.mk
+include tests/driver/local.mk
