@@ -1,0 +1,415 @@
+/*
+ * Device discovery: which network interfaces collx offers NCCL, with which
+ * address, PCI path, speed and guid.
+ *
+ * Discovery runs once per process and its result (devices, or the reason
+ * there are none) is kept for the process lifetime: NCCL calls devices() and
+ * getProperties() many times and expects the same answer every time.
+ */
+#include "device.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "util/ifmatch.h"
+#include "util/log.h"
+#include "util/params.h"
+
+/* ---- Candidates: interfaces that are up with an IP address ------------- */
+
+/* One interface as getifaddrs reports it, with the first address of each
+ * kind.  Pointers refer into the getifaddrs list, alive during discovery. */
+struct cand {
+  const char *name;
+  const struct sockaddr *v4;     /* first IPv4 address */
+  const struct sockaddr *v6;     /* first IPv6 address that is not link-local */
+  const struct sockaddr *v6_ll;  /* first IPv6 link-local address */
+};
+
+static struct cand *find_cand(struct cand *c, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(c[i].name, name) == 0) return &c[i];
+  return NULL;
+}
+
+static void note_addr(struct cand *c, const struct sockaddr *sa) {
+  if (sa->sa_family == AF_INET) {
+    if (!c->v4) c->v4 = sa;
+    return;
+  }
+  const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+  if (IN6_IS_ADDR_LINKLOCAL(&s6->sin6_addr)) {
+    if (!c->v6_ll) c->v6_ll = sa;
+  } else if (!c->v6) {
+    c->v6 = sa;
+  }
+}
+
+/* Group the getifaddrs entries by interface name, keeping the order in which
+ * names first appear.  `c` has room for one entry per ifaddrs record. */
+static int collect_cands(struct ifaddrs *ifa, struct cand *c) {
+  int n = 0;
+  for (; ifa; ifa = ifa->ifa_next) {
+    if (!ifa->ifa_addr || !(ifa->ifa_flags & IFF_UP)) continue;
+    int fam = ifa->ifa_addr->sa_family;
+    if (fam != AF_INET && fam != AF_INET6) continue;
+    struct cand *k = find_cand(c, n, ifa->ifa_name);
+    if (!k) {
+      k = &c[n++];
+      *k = (struct cand){.name = ifa->ifa_name};
+    }
+    note_addr(k, ifa->ifa_addr);
+  }
+  return n;
+}
+
+/* ---- Selection ----------------------------------------------------------- */
+
+struct filter {
+  const char *spec;     /* user selection, NULL: the default rules */
+  const char *var;      /* the variable the selection came from */
+  int family;           /* AF_INET, AF_INET6 or AF_UNSPEC */
+  const char *fam_str;  /* COLLX_SOCKET_FAMILY as given, for messages */
+};
+
+/* COLLX_SOCKET_FAMILY; an unknown value is reported and ignored rather than
+ * failing init, as NCCL does with NCCL_SOCKET_FAMILY. */
+static int parse_family(const char *s) {
+  if (!s[0]) return AF_UNSPEC;
+  if (!strcasecmp(s, "AF_INET") || !strcmp(s, "4")) return AF_INET;
+  if (!strcasecmp(s, "AF_INET6") || !strcmp(s, "6")) return AF_INET6;
+  COLLX_WARN("COLLX_SOCKET_FAMILY=\"%s\" is not AF_INET, 4, AF_INET6 or 6; ignoring it", s);
+  return AF_UNSPEC;
+}
+
+static void read_filter(struct filter *f) {
+  f->fam_str = collx_param_str(COLLX_P_SOCKET_FAMILY);
+  f->family = parse_family(f->fam_str);
+  f->spec = NULL;
+  f->var = NULL;
+  if (collx_param_is_set(COLLX_P_IFNAME)) {
+    f->spec = collx_param_str(COLLX_P_IFNAME);
+    f->var = "COLLX_IFNAME";
+    return;
+  }
+  /* NCCL's own variable, so one setting serves both transports. */
+  const char *nccl = getenv("NCCL_SOCKET_IFNAME");
+  if (nccl && nccl[0]) {
+    f->spec = nccl;
+    f->var = "NCCL_SOCKET_IFNAME";
+  }
+}
+
+/* The address an interface would be used with, or NULL.  Link-local IPv6
+ * only on request: it needs a scope and never routes, so it is a last
+ * resort. */
+static const struct sockaddr *pick_addr(const struct cand *c, int family, int allow_ll) {
+  const struct sockaddr *v6 = c->v6 ? c->v6 : allow_ll ? c->v6_ll : NULL;
+  if (family == AF_INET) return c->v4;
+  if (family == AF_INET6) return v6;
+  return c->v4 ? c->v4 : v6;
+}
+
+/* Interfaces the default rules hold back: loopback and the bridges of
+ * containers and VMs, which do not reach other hosts. */
+static int is_local_only(const char *name) {
+  return strcmp(name, "lo") == 0 || strncmp(name, "docker", 6) == 0 ||
+         strncmp(name, "virbr", 5) == 0;
+}
+
+static int passes(const struct filter *f, const char *name, int allow_local) {
+  if (f->spec) return collx_ifmatch(f->spec, name);
+  return allow_local || !is_local_only(name);
+}
+
+/* Indices (into c) of the interfaces chosen under one set of relaxations. */
+static int select_pass(const struct cand *c, int n, const struct filter *f, int allow_ll,
+                       int allow_local, int *out) {
+  int k = 0;
+  for (int i = 0; i < n; i++)
+    if (passes(f, c[i].name, allow_local) && pick_addr(&c[i], f->family, allow_ll)) out[k++] = i;
+  return k;
+}
+
+/* Try the strict rules first and relax them only when nothing qualifies:
+ * link-local IPv6 before local-only interfaces, since a link-local address
+ * still reaches other hosts on the link.  Sets *allow_ll to the pass used. */
+static int select_cands(const struct cand *c, int n, const struct filter *f, int *out,
+                        int *allow_ll) {
+  static const int relax[4][2] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}}; /* {ll, local} */
+  for (int p = 0; p < 4; p++) {
+    int k = select_pass(c, n, f, relax[p][0], relax[p][1], out);
+    if (k > 0) {
+      *allow_ll = relax[p][0];
+      return k;
+    }
+  }
+  return 0;
+}
+
+/* ---- Per-interface properties from sysfs --------------------------------- */
+
+static char *sysfs_pci_path(const char *ifname) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "/sys/class/net/%s/device", ifname);
+  return realpath(path, NULL); /* NULL for virtual interfaces */
+}
+
+/* A positive number from the file, else 0 (the kernel reports -1 or fails
+ * the read for links without a speed). */
+static long read_positive(const char *path) {
+  FILE *fp = fopen(path, "r");
+  if (!fp) return 0;
+  long v = 0;
+  if (fscanf(fp, "%ld", &v) != 1) v = 0;
+  fclose(fp);
+  return v > 0 ? v : 0;
+}
+
+enum speed_src { SPEED_OVERRIDE, SPEED_SYSFS, SPEED_DEFAULT };
+
+static const char *speed_src_name(enum speed_src s) {
+  return s == SPEED_OVERRIDE ? "COLLX_SPEED_MBPS" : s == SPEED_SYSFS ? "sysfs" : "default";
+}
+
+/* override: COLLX_SPEED_MBPS, read once per discovery by the caller. */
+static enum speed_src find_speed(const char *ifname, long override, int *mbps) {
+  long v = override;
+  enum speed_src src = SPEED_OVERRIDE;
+  if (v <= 0) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "/sys/class/net/%s/speed", ifname);
+    v = read_positive(path);
+    src = SPEED_SYSFS;
+  }
+  if (v <= 0) {
+    v = COLLX_DEFAULT_SPEED_MBPS;
+    src = SPEED_DEFAULT;
+  }
+  *mbps = v > INT_MAX ? INT_MAX : (int)v;
+  return src;
+}
+
+/* FNV-1a, 64 bits: a stable hash without dependencies. */
+static uint64_t fnv1a(uint64_t h, const char *s) {
+  for (; *s; s++) {
+    h ^= (unsigned char)*s;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+/* guid: hash of the MAC address and the name.  Stable across runs and
+ * processes on a host, which NCCL needs to match devices between ranks of
+ * one node; the name keeps it unique where interfaces share a MAC (VLANs,
+ * bond slaves) or have none (lo), since NCCL treats equal guids as ports of
+ * one NIC. */
+static uint64_t make_guid(const char *ifname) {
+  char path[PATH_MAX], mac[64] = "";
+  snprintf(path, sizeof path, "/sys/class/net/%s/address", ifname);
+  FILE *fp = fopen(path, "r");
+  if (fp) {
+    if (!fgets(mac, sizeof mac, fp)) mac[0] = '\0';
+    fclose(fp);
+  }
+  mac[strcspn(mac, "\n")] = '\0';
+  uint64_t h = fnv1a(0xcbf29ce484222325ULL, mac);
+  return fnv1a(fnv1a(h, "/"), ifname);
+}
+
+/* ---- Building the device list -------------------------------------------- */
+
+static void fill_netif(struct collx_netif *m, const char *name, const struct sockaddr *sa,
+                       long speed_override, enum speed_src *src) {
+  memset(m, 0, sizeof *m);
+  snprintf(m->ifname, sizeof m->ifname, "%s", name);
+  m->if_index = (int)if_nametoindex(name);
+  if (sa->sa_family == AF_INET) {
+    struct sockaddr_in *s4 = (struct sockaddr_in *)&m->addr;
+    memcpy(s4, sa, sizeof *s4);
+    s4->sin_port = 0;
+    m->addr_len = sizeof *s4;
+  } else {
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&m->addr;
+    memcpy(s6, sa, sizeof *s6);
+    s6->sin6_port = 0;
+    /* A link-local address means nothing without its interface. */
+    if (IN6_IS_ADDR_LINKLOCAL(&s6->sin6_addr) && s6->sin6_scope_id == 0)
+      s6->sin6_scope_id = (uint32_t)m->if_index;
+    m->addr_len = sizeof *s6;
+  }
+  m->pci_path = sysfs_pci_path(name);
+  *src = find_speed(name, speed_override, &m->speed_mbps);
+  m->speed_from_sysfs = *src == SPEED_SYSFS;
+}
+
+/* Host part of an address, without port: "10.0.0.2", "fe80::1%eth0". */
+static const char *host_str(const struct sockaddr *sa, char *buf, size_t len) {
+  if (sa->sa_family == AF_INET) {
+    const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+    if (!inet_ntop(AF_INET, &s4->sin_addr, buf, (socklen_t)len)) snprintf(buf, len, "?");
+    return buf;
+  }
+  if (sa->sa_family != AF_INET6) {
+    snprintf(buf, len, "(family %d)", sa->sa_family);
+    return buf;
+  }
+  const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+  char a[INET6_ADDRSTRLEN] = "?", ifn[IF_NAMESIZE];
+  inet_ntop(AF_INET6, &s6->sin6_addr, a, sizeof a);
+  if (s6->sin6_scope_id == 0) {
+    snprintf(buf, len, "%s", a);
+  } else if (if_indextoname(s6->sin6_scope_id, ifn)) {
+    snprintf(buf, len, "%s%%%s", a, ifn);
+  } else {
+    snprintf(buf, len, "%s%%%u", a, (unsigned)s6->sin6_scope_id);
+  }
+  return buf;
+}
+
+static void make_device(struct collx_device *d, int index, const char *name,
+                        const struct sockaddr *sa, long speed_override) {
+  enum speed_src src;
+  memset(d, 0, sizeof *d);
+  struct collx_netif *m = &d->members[0];
+  fill_netif(m, name, sa, speed_override, &src);
+  d->nmembers = 1;
+  snprintf(d->name, sizeof d->name, "%s", m->ifname);
+  d->pci_path = m->pci_path;
+  d->speed_mbps = m->speed_mbps;
+  d->guid = make_guid(m->ifname);
+  char host[INET6_ADDRSTRLEN + IF_NAMESIZE + 2];
+  COLLX_INFO(COLLX_LOG_INIT, "device %d: %s %s speed %d Mbps (%s) pci %s", index, d->name,
+             host_str((const struct sockaddr *)&m->addr, host, sizeof host), d->speed_mbps,
+             speed_src_name(src), d->pci_path ? d->pci_path : "none");
+}
+
+/* ---- Explaining an empty result ------------------------------------------ */
+
+/* Appends printf-style text to a fixed buffer, truncating silently. */
+static void append(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t len, const char *fmt, ...) {
+  size_t used = strlen(buf);
+  if (used + 1 >= len) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf + used, len - used, fmt, ap);
+  va_end(ap);
+}
+
+static const char *family_name(int family) {
+  return family == AF_INET ? "IPv4" : "IPv6";
+}
+
+/* One sentence naming the filter in force and what was there to choose
+ * from, e.g. `no interface matches COLLX_IFNAME="foo" (interfaces up with an
+ * address: lo, eth0)`. */
+static void explain_none(const struct cand *c, int n, const struct filter *f, char *buf,
+                         size_t len) {
+  buf[0] = '\0';
+  if (n == 0) {
+    append(buf, len, "no network interface is up with an IPv4 or IPv6 address");
+    return;
+  }
+  if (f->spec)
+    append(buf, len, "no interface matches %s=\"%s\"", f->var, f->spec);
+  else
+    append(buf, len, "no interface %s", f->family != AF_UNSPEC ? "has" : "qualifies");
+  if (f->family != AF_UNSPEC)
+    append(buf, len, "%s an %s address (COLLX_SOCKET_FAMILY=\"%s\";", f->spec ? " with" : "",
+           family_name(f->family), f->fam_str);
+  else
+    append(buf, len, " (");
+  append(buf, len, "%sinterfaces up with an address:", f->family != AF_UNSPEC ? " " : "");
+  for (int i = 0; i < n; i++) append(buf, len, "%s %s", i ? "," : "", c[i].name);
+  append(buf, len, ")");
+}
+
+/* ---- Discovery, once per process ----------------------------------------- */
+
+static pthread_mutex_t disc_lock = PTHREAD_MUTEX_INITIALIZER;
+static int disc_done;
+static struct collx_device disc_devs[COLLX_MAX_DEVICES];
+static int disc_ndev;
+static char disc_why[1024];
+
+/* Fills disc_* from the interfaces of this host.  Returns -1 only on a
+ * system error, which is not cached so a later call may succeed. */
+static int discover_locked(void) {
+  struct ifaddrs *list;
+  if (getifaddrs(&list) != 0) {
+    COLLX_WARN("getifaddrs failed: %s", strerror(errno));
+    return -1;
+  }
+  int nrec = 0;
+  for (struct ifaddrs *p = list; p; p = p->ifa_next) nrec++;
+  struct cand *c = calloc((size_t)nrec + 1, sizeof *c);
+  int *chosen = calloc((size_t)nrec + 1, sizeof *chosen);
+  if (!c || !chosen) {
+    COLLX_WARN("out of memory listing %d interface addresses", nrec);
+    free(c);
+    free(chosen);
+    freeifaddrs(list);
+    return -1;
+  }
+  struct filter f;
+  read_filter(&f);
+  int n = collect_cands(list, c);
+  int allow_ll = 0;
+  int k = select_cands(c, n, &f, chosen, &allow_ll);
+  if (k > COLLX_MAX_DEVICES) {
+    COLLX_WARN("%d interfaces qualify; using the first %d", k, COLLX_MAX_DEVICES);
+    k = COLLX_MAX_DEVICES;
+  }
+  long speed_override = collx_param_int(COLLX_P_SPEED_MBPS);
+  for (int i = 0; i < k; i++)
+    make_device(&disc_devs[i], i, c[chosen[i]].name, pick_addr(&c[chosen[i]], f.family, allow_ll),
+                speed_override);
+  disc_ndev = k;
+  if (k == 0) explain_none(c, n, &f, disc_why, sizeof disc_why);
+  free(chosen);
+  free(c);
+  freeifaddrs(list);
+  return 0;
+}
+
+int collx_devices_discover(struct collx_device **devs, int *ndev, const char **why) {
+  int rc = 0;
+  pthread_mutex_lock(&disc_lock);
+  if (!disc_done) {
+    rc = discover_locked();
+    disc_done = rc == 0;
+  }
+  pthread_mutex_unlock(&disc_lock);
+  if (rc != 0) return -1;
+  if (devs) *devs = disc_devs;
+  if (ndev) *ndev = disc_ndev;
+  if (why) *why = disc_ndev == 0 ? disc_why : NULL;
+  return 0;
+}
+
+const char *collx_addr_str(const struct sockaddr *sa, char *buf, size_t len) {
+  if (!buf || len == 0) return buf;
+  if (!sa) {
+    snprintf(buf, len, "(none)");
+    return buf;
+  }
+  char host[INET6_ADDRSTRLEN + IF_NAMESIZE + 2];
+  host_str(sa, host, sizeof host);
+  if (sa->sa_family == AF_INET)
+    snprintf(buf, len, "%s:%u", host, ntohs(((const struct sockaddr_in *)sa)->sin_port));
+  else if (sa->sa_family == AF_INET6)
+    snprintf(buf, len, "[%s]:%u", host, ntohs(((const struct sockaddr_in6 *)sa)->sin6_port));
+  else
+    snprintf(buf, len, "%s", host);
+  return buf;
+}

@@ -1,0 +1,202 @@
+/*
+ * collx-info: what collx would offer NCCL on this host, and its settings.
+ *
+ *   collx-info            devices as NCCL sees them (getProperties), with
+ *                         the interfaces behind each one
+ *   collx-info --params   every COLLX_* setting, as a Markdown table
+ *   collx-info --version  collx version and the ncclNet ABI it exports
+ *
+ * The tool links the core directly (no dlopen), so it answers with the very
+ * code the plugin runs.  Adding an output mode means one entry in the option
+ * table, one enum value and one function (see the MODE_* dispatch in main).
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "core/device.h"
+#include "util/params.h"
+
+/* The ncclNet ABI version the plugin exports (src/plugin/net_v8.c). */
+#define COLLX_INFO_NET_ABI 8
+
+enum mode { MODE_DEVICES, MODE_PARAMS, MODE_VERSION, MODE_HELP };
+
+/* Everything the command line asked for.  Modifiers that several modes
+ * share (a topology file, JSON output) belong here next to `mode`. */
+struct options {
+  enum mode mode;
+};
+
+/* ---- Output modes: each returns the process exit code ------------------- */
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "Usage: collx-info [OPTION]\n"
+          "Show the network devices collx offers NCCL on this host.\n"
+          "\n"
+          "      --params    print every COLLX_* setting as a Markdown table\n"
+          "      --version   print the collx version and ncclNet ABI version\n"
+          "  -h, --help      print this help\n"
+          "\n"
+          "Without an option, list the devices as NCCL would see them.  Exit status\n"
+          "is 1 when no device qualifies (the reason goes to stderr).\n");
+}
+
+static int run_help(const struct options *o) {
+  usage(stdout);
+  return 0;
+}
+
+static int run_version(const struct options *o) {
+  printf("collx %s\n", PACKAGE_VERSION);
+  printf("ncclNet ABI: v%d\n", COLLX_INFO_NET_ABI);
+  return 0;
+}
+
+static int run_params(const struct options *o) {
+  collx_params_print_markdown(stdout);
+  return 0;
+}
+
+/* "HOST|CUDA" from NCCL_PTR_* bits. */
+static const char *ptr_support_str(int bits, char *buf, size_t len) {
+  static const struct { int bit; const char *name; } names[] = {
+      {NCCL_PTR_HOST, "HOST"}, {NCCL_PTR_CUDA, "CUDA"}, {NCCL_PTR_DMABUF, "DMABUF"}};
+  buf[0] = '\0';
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (bits & names[i].bit)
+      snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", buf[0] ? "|" : "", names[i].name);
+  if (!buf[0]) snprintf(buf, len, "none");
+  return buf;
+}
+
+/* Why there is no device, from discovery (which caches its answer). */
+static const char *no_device_reason(void) {
+  struct collx_device *devs;
+  int n;
+  const char *why = NULL;
+  if (collx_devices_discover(&devs, &n, &why) != 0) return "interface discovery failed";
+  return why ? why : "no device qualifies";
+}
+
+/* The discovered device behind NCCL device `dev`, matched by index and
+ * name, or NULL if the plugin's list does not line up with discovery. */
+static const struct collx_device *device_behind(int dev, const char *name) {
+  struct collx_device *devs;
+  int n;
+  if (collx_devices_discover(&devs, &n, NULL) != 0 || dev >= n) return NULL;
+  return strcmp(devs[dev].name, name) == 0 ? &devs[dev] : NULL;
+}
+
+/* Where a member's speed came from, as discovery decided it. */
+static const char *speed_source(const struct collx_netif *m) {
+  if (m->speed_from_sysfs) return "sysfs";
+  return collx_param_int(COLLX_P_SPEED_MBPS) > 0 ? "COLLX_SPEED_MBPS" : "default";
+}
+
+static void print_members(const struct collx_device *d) {
+  for (int i = 0; i < d->nmembers; i++) {
+    const struct collx_netif *m = &d->members[i];
+    char addr[128];
+    printf("      interface %s: %s, %d Mbps (%s)%s%s\n", m->ifname,
+           collx_addr_str((const struct sockaddr *)&m->addr, addr, sizeof addr), m->speed_mbps,
+           speed_source(m), m->pci_path ? ", pci " : "",
+           m->pci_path ? m->pci_path : "");
+  }
+}
+
+static void print_device_header(void) {
+  printf("%-3s %-16s %11s %5s %-10s %8s %8s %11s %s\n", "dev", "name", "speed(Mbps)",
+         "port", "ptrSupport", "maxComms", "maxRecvs", "latency(us)", "guid");
+}
+
+static void print_device(int dev, const struct collx_props *p) {
+  char ptr[32];
+  printf("%-3d %-16s %11d %5d %-10s %8d %8d %11.1f 0x%016llx\n", dev, p->name ? p->name : "?",
+         p->speed_mbps, p->port, ptr_support_str(p->ptr_support, ptr, sizeof ptr), p->max_comms,
+         p->max_recvs, (double)p->latency_us, (unsigned long long)p->guid);
+  printf("      pciPath: %s\n", p->pci_path ? p->pci_path : "(none)");
+  const struct collx_device *d = p->name ? device_behind(dev, p->name) : NULL;
+  if (d) print_members(d);
+}
+
+static int run_devices(const struct options *o) {
+  int n = 0;
+  if (collx_init(NULL) != ncclSuccess) {
+    fprintf(stderr, "collx-info: init failed: %s\n", no_device_reason());
+    return 1;
+  }
+  if (collx_devices(&n) != ncclSuccess) {
+    fprintf(stderr, "collx-info: listing devices failed\n");
+    return 1;
+  }
+  if (n == 0) {
+    fprintf(stderr, "collx-info: no device: %s\n", no_device_reason());
+    return 1;
+  }
+  printf("collx %s, ncclNet ABI v%d: %d device%s\n", PACKAGE_VERSION, COLLX_INFO_NET_ABI, n,
+         n == 1 ? "" : "s");
+  print_device_header();
+  int rc = 0;
+  for (int dev = 0; dev < n; dev++) {
+    struct collx_props p;
+    memset(&p, 0, sizeof p);
+    if (collx_get_properties(dev, &p) != ncclSuccess) {
+      fprintf(stderr, "collx-info: getProperties(%d) failed\n", dev);
+      rc = 1;
+      continue;
+    }
+    print_device(dev, &p);
+  }
+  return rc;
+}
+
+/* ---- Command line --------------------------------------------------------- */
+
+/* Long options; `val` is what getopt_long returns, handled in parse_args. */
+enum { OPT_PARAMS = 256, OPT_VERSION };
+
+static const struct option long_opts[] = {
+    {"params", no_argument, NULL, OPT_PARAMS},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* Returns 0, or -1 after printing the usage error. */
+static int parse_args(int argc, char **argv, struct options *o) {
+  memset(o, 0, sizeof *o);
+  o->mode = MODE_DEVICES;
+  int c;
+  while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+    switch (c) {
+      case OPT_PARAMS: o->mode = MODE_PARAMS; break;
+      case OPT_VERSION: o->mode = MODE_VERSION; break;
+      case 'h': o->mode = MODE_HELP; break;
+      default: usage(stderr); return -1;  /* getopt already named the option */
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "collx-info: unexpected argument '%s'\n", argv[optind]);
+    usage(stderr);
+    return -1;
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  static int (*const run_mode[])(const struct options *) = {
+      [MODE_DEVICES] = run_devices,
+      [MODE_PARAMS] = run_params,
+      [MODE_VERSION] = run_version,
+      [MODE_HELP] = run_help,
+  };
+  struct options o;
+  if (parse_args(argc, argv, &o) != 0) return 2;
+  return run_mode[o.mode](&o);
+}
