@@ -39,7 +39,7 @@ struct collx_device {
 #define COLLX_DEFAULT_SPEED_MBPS 10000
 
 /* Discover the devices (once per process; later calls return the same
- * list).  Returns 0 and sets *devs/*ndev (ndev may be 0), or -1 on a system
+ * list).  Returns 0 and sets *devs and *ndev (ndev may be 0), or -1 on a system
  * error.  When no device qualifies, *why explains it in one sentence. */
 int collx_devices_discover(struct collx_device **devs, int *ndev, const char **why);
 

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,7 +31,7 @@ const char *collx_param_str(enum collx_param_id id) {
 static int parse_long(const char *s, long *out) {
   char *end;
   errno = 0;
-  long v = strtol(s, &end, 0);
+  long v = strtol(s, &end, 10); /* decimal, as documented: 010 is ten */
   if (errno || end == s || *end != '\0') return -1;
   *out = v;
   return 0;
@@ -42,7 +43,9 @@ long collx_param_int(enum collx_param_id id) {
   if (!collx_param_is_set(id)) return def;
   const char *s = getenv(param_table[id].name);
   if (parse_long(s, &v) != 0) {
-    COLLX_WARN("%s=\"%s\" is not a number; using the default %ld", param_table[id].name, s, def);
+    static atomic_int warned[COLLX_P_COUNT];
+    if (atomic_exchange(&warned[id], 1) == 0)
+      COLLX_WARN("%s=\"%s\" is not a number; using the default %ld", param_table[id].name, s, def);
     return def;
   }
   return v;

@@ -1,0 +1,121 @@
+/*
+ * The version-neutral entry points for connections and data.  Everything
+ * NCCL hands in is checked here, so that a bad pointer, a NULL, an
+ * out-of-range count or a call in the wrong state gives a clear error
+ * instead of reaching the transport.
+ */
+#include "comm.h"
+
+#include <stdatomic.h>
+
+#include "core/core.h"
+#include "core/handle.h"
+#include "transport/tcp/tcp.h"
+#include "transport/tcp/tcp_internal.h"
+#include "util/log.h"
+
+#define CHECK_ARG(cond, ...)          \
+  do {                                \
+    if (!(cond)) {                    \
+      COLLX_WARN(__VA_ARGS__);        \
+      return ncclInvalidArgument;     \
+    }                                 \
+  } while (0)
+
+ncclResult_t collx_listen(int dev, void *handle, void **listen_comm) {
+  const struct collx_device *d = collx_device_get(dev);
+  CHECK_ARG(d, "listen: no device %d", dev);
+  CHECK_ARG(handle && listen_comm, "listen: NULL handle or comm pointer");
+  *listen_comm = NULL;
+  return tcp_listen(d, dev, (struct collx_handle *)handle, (struct tcp_listen **)listen_comm);
+}
+
+ncclResult_t collx_connect(int dev, void *handle, void **send_comm) {
+  const struct collx_device *d = collx_device_get(dev);
+  CHECK_ARG(d, "connect: no device %d", dev);
+  CHECK_ARG(handle && send_comm, "connect: NULL handle or comm pointer");
+  return tcp_connect(d, dev, (struct collx_handle *)handle, (struct tcp_comm **)send_comm);
+}
+
+ncclResult_t collx_accept(void *listen_comm, void **recv_comm) {
+  CHECK_ARG(recv_comm, "accept: NULL comm pointer");
+  *recv_comm = NULL;
+  CHECK_ARG(tcp_is_listen(listen_comm), "accept: %p is not a listening comm", listen_comm);
+  return tcp_accept(listen_comm, (struct tcp_comm **)recv_comm);
+}
+
+/* Host memory needs no registration; the handle only records what kind of
+ * memory it was, so that isend/irecv can refuse what we cannot reach. */
+static int mr_host;
+
+ncclResult_t collx_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle) {
+  CHECK_ARG(mhandle, "regMr: NULL mhandle pointer");
+  *mhandle = NULL;
+  CHECK_ARG(tcp_is_send_comm(comm) || tcp_is_recv_comm(comm), "regMr: %p is not a comm", comm);
+  if (type != NCCL_PTR_HOST) {
+    COLLX_WARN("regMr: memory type %d is not supported (collx moves host memory only)", type);
+    return ncclInternalError;
+  }
+  *mhandle = &mr_host;
+  return ncclSuccess;
+}
+
+ncclResult_t collx_dereg_mr(void *comm, void *mhandle) {
+  CHECK_ARG(mhandle == NULL || mhandle == &mr_host, "deregMr: %p is not a collx memory handle", mhandle);
+  return ncclSuccess;
+}
+
+ncclResult_t collx_isend(void *send_comm, void *data, size_t size, int tag, void **request) {
+  CHECK_ARG(request, "isend: NULL request pointer");
+  *request = NULL;
+  CHECK_ARG(tcp_is_send_comm(send_comm), "isend: %p is not a send comm", send_comm);
+  CHECK_ARG(data || size == 0, "isend: NULL buffer for %zu bytes", size);
+  return tcp_isend(send_comm, data, size, tag, (struct tcp_req **)request);
+}
+
+ncclResult_t collx_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
+                         const int *tags, void **request) {
+  CHECK_ARG(request, "irecv: NULL request pointer");
+  *request = NULL;
+  CHECK_ARG(tcp_is_recv_comm(recv_comm), "irecv: %p is not a receive comm", recv_comm);
+  CHECK_ARG(n >= 1 && n <= COLLX_MAX_RECVS, "irecv: %d buffers (1 to %d allowed)", n, COLLX_MAX_RECVS);
+  CHECK_ARG(data && sizes, "irecv: NULL buffer or size array");
+  for (int i = 0; i < n; i++)
+    CHECK_ARG(data[i] || sizes[i] == 0, "irecv: buffer %d is NULL for %zu bytes", i, sizes[i]);
+  return tcp_irecv(recv_comm, n, data, sizes, tags, (struct tcp_req **)request);
+}
+
+ncclResult_t collx_iflush(void *recv_comm, int n, void **data, const size_t *sizes,
+                          void **request) {
+  CHECK_ARG(request, "iflush: NULL request pointer");
+  /* Data lands in host memory through the kernel: nothing to flush. */
+  *request = NULL;
+  return ncclSuccess;
+}
+
+ncclResult_t collx_test(void *request, int *done, size_t *sizes) {
+  CHECK_ARG(done, "test: NULL done pointer");
+  *done = 0;
+  CHECK_ARG(tcp_is_req(request), "test: %p is not a collx request", request);
+  return tcp_test(request, done, sizes);
+}
+
+ncclResult_t collx_close_send(void *send_comm) {
+  CHECK_ARG(tcp_is_send_comm(send_comm), "closeSend: %p is not a send comm (closed twice?)", send_comm);
+  tcp_comm_close(send_comm);
+  return ncclSuccess;
+}
+
+ncclResult_t collx_close_recv(void *recv_comm) {
+  CHECK_ARG(tcp_is_recv_comm(recv_comm), "closeRecv: %p is not a receive comm (closed twice?)", recv_comm);
+  tcp_comm_close(recv_comm);
+  return ncclSuccess;
+}
+
+ncclResult_t collx_close_listen(void *listen_comm) {
+  CHECK_ARG(tcp_is_listen(listen_comm), "closeListen: %p is not a listening comm (closed twice?)", listen_comm);
+  tcp_listen_close(listen_comm);
+  return ncclSuccess;
+}
+
+int collx_live_threads(void) { return atomic_load(&tcp_live_threads); }

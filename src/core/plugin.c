@@ -1,0 +1,114 @@
+/*
+ * Plugin-wide state: init, the device table and its properties, version.
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/comm.h"
+#include "core/core.h"
+#include "core/device.h"
+#include "transport/tcp/tcp.h"
+#include "util/log.h"
+#include "util/params.h"
+
+/* Latency NCCL may assume for one message over a host TCP stack (us). */
+#define COLLX_LATENCY_US 20.0f
+
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct collx_device *devices;
+static int ndevices = -1;       /* -1: not initialised */
+static atomic_int abi_version;
+
+const char *collx_version(void) { return PACKAGE_VERSION; }
+void collx_set_abi_version(int version) { atomic_store(&abi_version, version); }
+int collx_abi_version(void) { return atomic_load(&abi_version); }
+
+static void configure_transport(void) {
+  long ncores = sysconf(_SC_NPROCESSORS_ONLN);
+  int fastest = 0;
+  for (int i = 0; i < ndevices; i++)
+    if (devices[i].speed_mbps > fastest) fastest = devices[i].speed_mbps;
+  long nstreams = collx_param_int(COLLX_P_NSTREAMS);
+  if (nstreams <= 0) nstreams = tcp_default_nstreams(fastest, (int)ncores);
+  if (nstreams > 16) {
+    COLLX_WARN("COLLX_NSTREAMS=%ld is more than 16; using 16", nstreams);
+    nstreams = 16;
+  }
+  long piece = collx_param_int(COLLX_P_CHUNK_SIZE);
+  if (piece < 4096) {
+    COLLX_WARN("COLLX_CHUNK_SIZE=%ld is below 4096; using 4096", piece);
+    piece = 4096;
+  }
+  long cto = collx_param_int(COLLX_P_CONNECT_TIMEOUT);
+  struct tcp_config cfg = {.nstreams = (int)nstreams, .max_piece = (size_t)piece,
+                           .connect_timeout_s = cto > 0 ? (int)cto : 5};
+  tcp_configure(&cfg);
+  COLLX_INFO(COLLX_LOG_INIT, "%ld streams per connection, pieces up to %ld bytes", nstreams, piece);
+}
+
+ncclResult_t collx_init(ncclDebugLogger_t logger) {
+  collx_log_set_logger(logger);
+  pthread_mutex_lock(&init_lock);
+  ncclResult_t res = ncclSuccess;
+  if (ndevices < 0) {
+    collx_params_log_set();
+    const char *why = NULL;
+    int n = 0;
+    if (collx_devices_discover(&devices, &n, &why) != 0) {
+      COLLX_WARN("cannot list network interfaces");
+      res = ncclSystemError;
+    } else if (n == 0) {
+      COLLX_WARN("no usable network device: %s", why ? why : "no interface is up with an address");
+      res = ncclSystemError;
+    } else {
+      ndevices = n;
+      configure_transport();
+    }
+  }
+  pthread_mutex_unlock(&init_lock);
+  if (res == ncclSuccess)
+    COLLX_INFO(COLLX_LOG_INIT, "collx %s ready: %d device(s), ncclNet v%d", PACKAGE_VERSION,
+               ndevices, collx_abi_version());
+  return res;
+}
+
+const struct collx_device *collx_device_get(int dev) {
+  if (ndevices < 0 || dev < 0 || dev >= ndevices) return NULL;
+  return &devices[dev];
+}
+
+ncclResult_t collx_devices(int *ndev) {
+  if (!ndev) return ncclInvalidArgument;
+  if (ndevices < 0) {
+    COLLX_WARN("devices called before a successful init");
+    return ncclInternalError;
+  }
+  *ndev = ndevices;
+  return ncclSuccess;
+}
+
+ncclResult_t collx_get_properties(int dev, struct collx_props *p) {
+  const struct collx_device *d = collx_device_get(dev);
+  if (!d || !p) {
+    COLLX_WARN("getProperties: no device %d (%d devices)", dev, ndevices);
+    return ncclInvalidArgument;
+  }
+  memset(p, 0, sizeof *p);
+  p->name = d->name;
+  p->pci_path = d->pci_path;
+  p->guid = d->guid;
+  p->ptr_support = NCCL_PTR_HOST;
+  p->speed_mbps = d->speed_mbps;
+  p->port = 0;
+  p->latency_us = COLLX_LATENCY_US;
+  p->max_comms = COLLX_MAX_COMMS;
+  p->max_recvs = COLLX_MAX_RECVS;
+  /* Sizes travel as 64-bit on the wire; the int-sized ABIs cap them anyway. */
+  p->max_p2p_bytes = (size_t)1 << 31;
+  p->max_coll_bytes = (size_t)1 << 31;
+  return ncclSuccess;
+}

@@ -1,0 +1,111 @@
+#include "sock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <unistd.h>
+
+int sock_set_nonblock(int fd) {
+  int fl = fcntl(fd, F_GETFL);
+  return (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) ? -1 : 0;
+}
+
+socklen_t sock_len(const struct sockaddr_storage *ss) {
+  return ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+}
+
+int sock_port(const struct sockaddr_storage *ss) {
+  if (ss->ss_family == AF_INET6) return ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
+  return ntohs(((const struct sockaddr_in *)ss)->sin_port);
+}
+
+void sock_set_port(struct sockaddr_storage *ss, int port) {
+  if (ss->ss_family == AF_INET6)
+    ((struct sockaddr_in6 *)ss)->sin6_port = htons((uint16_t)port);
+  else
+    ((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)port);
+}
+
+void sock_tune(int fd) {
+  int one = 1;
+  /* Control records and small messages must not wait for Nagle. */
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+int sock_listen(const struct sockaddr *addr, socklen_t len, struct sockaddr_storage *bound) {
+  int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  socklen_t blen = sizeof *bound;
+  /* A deep backlog: a burst of stray clients must not crowd out the peer. */
+  if (bind(fd, addr, len) < 0 || listen(fd, 1024) < 0 ||
+      getsockname(fd, (struct sockaddr *)bound, &blen) < 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+int sock_connect_start(const struct sockaddr *to, socklen_t to_len, const struct sockaddr *from,
+                       socklen_t from_len) {
+  int fd = socket(to->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sock_tune(fd);
+  if ((from && bind(fd, from, from_len) < 0) ||
+      (connect(fd, to, to_len) < 0 && errno != EINPROGRESS)) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+int sock_connect_done(int fd) {
+  int err = 0;
+  socklen_t len = sizeof err;
+  struct sockaddr_storage peer;
+  socklen_t plen = sizeof peer;
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) return -1;
+  if (err) {
+    errno = err;
+    return -1;
+  }
+  /* getpeername succeeds only once the handshake has completed. */
+  if (getpeername(fd, (struct sockaddr *)&peer, &plen) == 0) return 1;
+  return errno == ENOTCONN ? 0 : -1;
+}
+
+enum sock_io sock_send_some(int fd, const void *buf, size_t len, size_t *done) {
+  while (*done < len) {
+    ssize_t n = send(fd, (const char *)buf + *done, len - *done, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      *done += (size_t)n;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return SOCK_IO_AGAIN;
+    return SOCK_IO_ERROR;
+  }
+  return SOCK_IO_DONE;
+}
+
+enum sock_io sock_recv_some(int fd, void *buf, size_t len, size_t *done) {
+  while (*done < len) {
+    ssize_t n = recv(fd, (char *)buf + *done, len - *done, MSG_DONTWAIT);
+    if (n > 0) {
+      *done += (size_t)n;
+      continue;
+    }
+    if (n == 0) return SOCK_IO_EOF;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return SOCK_IO_AGAIN;
+    return SOCK_IO_ERROR;
+  }
+  return SOCK_IO_DONE;
+}

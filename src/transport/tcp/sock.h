@@ -1,0 +1,40 @@
+/* Thin helpers over non-blocking TCP sockets. */
+#ifndef COLLX_TCP_SOCK_H
+#define COLLX_TCP_SOCK_H
+
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+/* Result of one non-blocking I/O step. */
+enum sock_io { SOCK_IO_DONE, SOCK_IO_AGAIN, SOCK_IO_EOF, SOCK_IO_ERROR };
+
+/* Listening socket bound to addr (port 0 = any), non-blocking.  On success
+ * returns the fd and writes the bound address back into *bound. */
+int sock_listen(const struct sockaddr *addr, socklen_t len, struct sockaddr_storage *bound);
+
+/* Start a non-blocking connect to `to`, from `from` (port 0) when not NULL.
+ * Returns the fd (connection in progress) or -1 with errno set. */
+int sock_connect_start(const struct sockaddr *to, socklen_t to_len, const struct sockaddr *from,
+                       socklen_t from_len);
+
+/* Has the connect on fd finished?  1 yes, 0 still in progress, -1 failed
+ * (errno holds the reason). */
+int sock_connect_done(int fd);
+
+/* Move bytes [*done, len) of buf; advance *done.  DONE once all moved. */
+enum sock_io sock_send_some(int fd, const void *buf, size_t len, size_t *done);
+enum sock_io sock_recv_some(int fd, void *buf, size_t len, size_t *done);
+
+/* Latency and buffer options for data sockets. */
+void sock_tune(int fd);
+
+/* Set O_NONBLOCK. */
+int sock_set_nonblock(int fd);
+
+/* Port of a sockaddr (host order), and set it. */
+int sock_port(const struct sockaddr_storage *ss);
+void sock_set_port(struct sockaddr_storage *ss, int port);
+socklen_t sock_len(const struct sockaddr_storage *ss);
+
+#endif

@@ -1,0 +1,50 @@
+/*
+ * The TCP transport: connection setup and the striped data path.  The core
+ * (src/core/comm.c) validates arguments and dispatches here.
+ */
+#ifndef COLLX_TCP_TCP_H
+#define COLLX_TCP_TCP_H
+
+#include <stddef.h>
+
+#include "collx/net_abi.h"
+#include "core/device.h"
+#include "core/handle.h"
+
+struct tcp_listen;
+struct tcp_comm;
+struct tcp_req;
+
+/* Settings the transport reads once at init. */
+struct tcp_config {
+  int nstreams;       /* streams a connector proposes */
+  size_t max_piece;   /* COLLX_CHUNK_SIZE */
+  int connect_timeout_s;
+};
+void tcp_configure(const struct tcp_config *cfg);
+/* Streams per connection when COLLX_NSTREAMS is 0. */
+int tcp_default_nstreams(int speed_mbps, int ncores);
+
+ncclResult_t tcp_listen(const struct collx_device *dev, int dev_index, struct collx_handle *h,
+                        struct tcp_listen **out);
+ncclResult_t tcp_accept(struct tcp_listen *l, struct tcp_comm **out);
+void tcp_listen_close(struct tcp_listen *l);
+
+/* One step of a non-blocking connect; *out stays NULL until connected. */
+ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, struct collx_handle *h,
+                         struct tcp_comm **out);
+
+ncclResult_t tcp_isend(struct tcp_comm *c, void *data, size_t size, int tag,
+                       struct tcp_req **out);
+ncclResult_t tcp_irecv(struct tcp_comm *c, int n, void **data, const size_t *sizes,
+                       const int *tags, struct tcp_req **out);
+ncclResult_t tcp_test(struct tcp_req *r, int *done, size_t *sizes);
+void tcp_comm_close(struct tcp_comm *c);
+
+/* Which kind of object an opaque pointer is (for argument checks). */
+int tcp_is_send_comm(const void *p);
+int tcp_is_recv_comm(const void *p);
+int tcp_is_listen(const void *p);
+int tcp_is_req(const void *p);
+
+#endif

@@ -1,0 +1,571 @@
+/*
+ * The TCP data path.
+ *
+ * A comm is one direction of one connection: a control socket plus
+ * `nstreams` data sockets, each served by its own thread.  Work starts when
+ * it is posted: isend cuts the message into pieces and queues it, and any
+ * idle stream takes the next piece, so a fast stream carries more than a slow
+ * one and every posted request moves at once.  Small messages are written by
+ * the posting thread itself (one sendmsg of header plus payload) and test()
+ * reads inline, so the latency path crosses no thread hand-off.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "sock.h"
+#include "stripe.h"
+#include "tcp_internal.h"
+#include "util/log.h"
+
+atomic_int tcp_live_threads;
+
+/* Messages up to this size are written by the posting thread. */
+#define TCP_INLINE_MAX (64 * 1024)
+/* How long a stream thread sleeps in poll before re-checking for close. */
+#define TCP_POLL_MS 100
+
+/* ---- errors -------------------------------------------------------------- */
+
+/* Record the comm's first fatal error; WARN once, naming peer and device. */
+static void comm_fail(struct tcp_comm *c, ncclResult_t res, const char *what) {
+  int expected = ncclSuccess;
+  atomic_compare_exchange_strong(&c->error, &expected, (int)res);
+  if (atomic_load(&c->stop)) return; /* our own close: not the peer's fault */
+  if (atomic_exchange(&c->error_reported, 1) == 0)
+    COLLX_WARN("%s connection with %s on device %s failed: %s",
+               c->magic == TCP_MAGIC_SEND ? "send" : "receive", c->peer, c->devname, what);
+}
+
+static const char *io_reason(enum sock_io io) {
+  if (io == SOCK_IO_EOF) return "connection closed by peer";
+  static __thread char buf[96];
+  snprintf(buf, sizeof buf, "%s", strerror(errno));
+  return buf;
+}
+
+/* ---- receive side -------------------------------------------------------- */
+
+/* Account `len` payload bytes of entry `idx`; finish the entry when whole. */
+static void entry_account(struct tcp_req *r, int idx, uint64_t len) {
+  struct tcp_entry *e = &r->e[idx];
+  uint64_t got = atomic_fetch_add_explicit(&e->received, len, memory_order_acq_rel) + len;
+  if ((int64_t)got == atomic_load_explicit(&e->total, memory_order_acquire)) {
+    atomic_fetch_add_explicit(&r->entries_done, 1, memory_order_release);
+  }
+}
+
+/* A piece header arrived: find its receive and check it fits.  Returns 0,
+ * or -1 after failing the comm (the peer broke the protocol). */
+static int rx_accept_header(struct tcp_stream *s) {
+  struct tcp_comm *c = s->comm;
+  struct wire_piece *h = &s->rx_hdr;
+  char why[160];
+  if (h->magic != WIRE_MAGIC) {
+    comm_fail(c, ncclRemoteError, "stream out of sync (bad piece magic)");
+    return -1;
+  }
+  struct tcp_req *r =
+      atomic_load_explicit(&c->by_seq[h->seq % COLLX_MAX_REQUESTS], memory_order_acquire);
+  if (!r || r->seq != h->seq || h->idx >= r->n) {
+    snprintf(why, sizeof why, "piece for receive %u/%u that was never posted", h->seq, h->idx);
+    comm_fail(c, ncclRemoteError, why);
+    return -1;
+  }
+  struct tcp_entry *e = &r->e[h->idx];
+  if (h->flags & WIRE_PIECE_TRUNCATED) {
+    COLLX_WARN("message of %llu bytes from %s on device %s is larger than the receive buffer "
+               "of %zu bytes (tag %d); nothing was written",
+               (unsigned long long)h->total, c->peer, c->devname, e->cap, e->tag);
+    atomic_store(&r->error, ncclInvalidUsage);
+    atomic_store(&e->total, 0);
+    atomic_fetch_add(&r->entries_done, 1);
+    s->rx_req = NULL;
+    return 0;
+  }
+  if (h->total > e->cap || h->offset > h->total || h->len > h->total - h->offset) {
+    snprintf(why, sizeof why, "piece [%llu,+%llu) of %llu bytes outside receive buffer of %zu",
+             (unsigned long long)h->offset, (unsigned long long)h->len,
+             (unsigned long long)h->total, e->cap);
+    comm_fail(c, ncclRemoteError, why);
+    return -1;
+  }
+  atomic_store_explicit(&e->total, (int64_t)h->total, memory_order_release);
+  s->rx_req = r;
+  s->rx_done = 0;
+  if (h->len == 0) {
+    entry_account(r, h->idx, 0);
+    s->rx_req = NULL;
+  }
+  return 0;
+}
+
+/* Read whatever has arrived on the stream.  Caller holds s->lock. */
+static void rx_pump(struct tcp_stream *s) {
+  struct tcp_comm *c = s->comm;
+  while (!atomic_load(&c->error)) {
+    enum sock_io io;
+    if (!s->rx_req) {
+      io = sock_recv_some(s->fd, &s->rx_hdr, sizeof s->rx_hdr, &s->rx_hdr_done);
+      if (io != SOCK_IO_DONE) goto stalled;
+      s->rx_hdr_done = 0;
+      if (rx_accept_header(s) != 0) return;
+      continue;
+    }
+    struct wire_piece *h = &s->rx_hdr;
+    struct tcp_entry *e = &s->rx_req->e[h->idx];
+    io = sock_recv_some(s->fd, e->buf + h->offset, h->len, &s->rx_done);
+    if (io != SOCK_IO_DONE) goto stalled;
+    entry_account(s->rx_req, h->idx, h->len);
+    s->rx_req = NULL;
+    continue;
+  stalled:
+    if (io == SOCK_IO_AGAIN) return;
+    comm_fail(c, ncclRemoteError, io_reason(io));
+    return;
+  }
+}
+
+static void *rx_thread(void *arg) {
+  struct tcp_stream *s = arg;
+  struct tcp_comm *c = s->comm;
+  while (!atomic_load(&c->stop) && !atomic_load(&c->error)) {
+    struct pollfd p = {.fd = s->fd, .events = POLLIN};
+    int n = poll(&p, 1, TCP_POLL_MS);
+    if (n <= 0) continue;
+    pthread_mutex_lock(&s->lock);
+    rx_pump(s);
+    pthread_mutex_unlock(&s->lock);
+  }
+  atomic_fetch_sub(&tcp_live_threads, 1);
+  return NULL;
+}
+
+/* ---- send side ----------------------------------------------------------- */
+
+/* Take the next piece from the send queue into the stream.  Returns 0 when
+ * the queue is empty.  Caller holds s->lock. */
+static int tx_take_piece(struct tcp_stream *s) {
+  struct tcp_comm *c = s->comm;
+  pthread_mutex_lock(&c->q_lock);
+  if (collx_list_empty(&c->queue)) {
+    pthread_mutex_unlock(&c->q_lock);
+    return 0;
+  }
+  struct tcp_req *r = COLLX_CONTAINER_OF(c->queue.next, struct tcp_req, qnode);
+  size_t k = r->next_piece++;
+  if (r->next_piece == r->npieces) collx_list_del(&r->qnode);
+  pthread_mutex_unlock(&c->q_lock);
+
+  uint64_t off = (uint64_t)k * r->piece;
+  s->tx_req = r;
+  s->tx_done = 0;
+  s->tx_hdr = (struct wire_piece){
+      .magic = WIRE_MAGIC,
+      .idx = (uint8_t)r->idx,
+      .seq = r->seq,
+      .total = r->size,
+      .offset = off,
+      .len = r->size - off < r->piece ? r->size - off : r->piece,
+  };
+  return 1;
+}
+
+/* Write as much of the stream's current piece as the socket takes. */
+static enum sock_io tx_write_piece(struct tcp_stream *s) {
+  const size_t hlen = sizeof s->tx_hdr;
+  const size_t total = hlen + s->tx_hdr.len;
+  while (s->tx_done < total) {
+    struct iovec iov[2];
+    int cnt = 0;
+    if (s->tx_done < hlen)
+      iov[cnt++] = (struct iovec){(char *)&s->tx_hdr + s->tx_done, hlen - s->tx_done};
+    size_t pdone = s->tx_done > hlen ? s->tx_done - hlen : 0;
+    if (s->tx_hdr.len > pdone)
+      iov[cnt++] = (struct iovec){s->tx_req->data + s->tx_hdr.offset + pdone, s->tx_hdr.len - pdone};
+    struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
+    ssize_t n = sendmsg(s->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      s->tx_done += (size_t)n;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return SOCK_IO_AGAIN;
+    return SOCK_IO_ERROR;
+  }
+  atomic_fetch_add_explicit(&s->tx_req->pieces_done, 1, memory_order_release);
+  s->tx_req = NULL;
+  return SOCK_IO_DONE;
+}
+
+enum tx_state { TX_IDLE, TX_BLOCKED, TX_FAILED };
+
+/* Write queued pieces until the queue is empty or the socket is full.
+ * Caller holds s->lock. */
+static enum tx_state tx_pump(struct tcp_stream *s) {
+  struct tcp_comm *c = s->comm;
+  for (;;) {
+    if (atomic_load(&c->error)) return TX_FAILED;
+    if (!s->tx_req && !tx_take_piece(s)) return TX_IDLE;
+    enum sock_io io = tx_write_piece(s);
+    if (io == SOCK_IO_AGAIN) return TX_BLOCKED;
+    if (io != SOCK_IO_DONE) {
+      comm_fail(c, ncclRemoteError, io_reason(io));
+      return TX_FAILED;
+    }
+  }
+}
+
+static void tx_wait_for_work(struct tcp_comm *c) {
+  pthread_mutex_lock(&c->q_lock);
+  while (collx_list_empty(&c->queue) && !atomic_load(&c->stop) && !atomic_load(&c->error))
+    pthread_cond_wait(&c->q_cond, &c->q_lock);
+  pthread_mutex_unlock(&c->q_lock);
+}
+
+static void *tx_thread(void *arg) {
+  struct tcp_stream *s = arg;
+  struct tcp_comm *c = s->comm;
+  while (!atomic_load(&c->stop)) {
+    pthread_mutex_lock(&s->lock);
+    enum tx_state st = tx_pump(s);
+    pthread_mutex_unlock(&s->lock);
+    if (st == TX_FAILED) break;
+    if (st == TX_IDLE) {
+      tx_wait_for_work(c);
+    } else {
+      struct pollfd p = {.fd = s->fd, .events = POLLOUT};
+      poll(&p, 1, TCP_POLL_MS);
+    }
+  }
+  atomic_fetch_sub(&tcp_live_threads, 1);
+  return NULL;
+}
+
+/* Let the calling thread move what it can without blocking. */
+static void tx_pump_inline(struct tcp_comm *c) {
+  for (int i = 0; i < c->nstreams; i++) {
+    struct tcp_stream *s = &c->streams[i];
+    if (pthread_mutex_trylock(&s->lock) != 0) continue;
+    tx_pump(s);
+    pthread_mutex_unlock(&s->lock);
+  }
+}
+
+static void rx_pump_inline(struct tcp_comm *c) {
+  for (int i = 0; i < c->nstreams; i++) {
+    struct tcp_stream *s = &c->streams[i];
+    if (pthread_mutex_trylock(&s->lock) != 0) continue;
+    rx_pump(s);
+    pthread_mutex_unlock(&s->lock);
+  }
+}
+
+/* ---- CTS records (sender side) ------------------------------------------- */
+
+/* Read the CTS records that have arrived, as long as their slot is free (a
+ * record for a busy slot stays in the socket: natural flow control). */
+static void ctrl_drain(struct tcp_comm *c) {
+  if (pthread_mutex_trylock(&c->ctrl_lock) != 0) return;
+  while (!atomic_load(&c->error)) {
+    if (c->ctrl_rx_done == 0) {
+      /* Peek at nothing: only read a new record if the slot it may need is
+       * free.  Records arrive in seq order, so the next one is send_seq plus
+       * the number already buffered. */
+      uint32_t next = c->send_seq;
+      while (c->cts[next % COLLX_MAX_REQUESTS].valid && c->cts[next % COLLX_MAX_REQUESTS].seq == next)
+        next++;
+      if (c->cts[next % COLLX_MAX_REQUESTS].valid) break; /* ring full */
+    }
+    enum sock_io io = sock_recv_some(c->ctrl_fd, &c->ctrl_rx, sizeof c->ctrl_rx, &c->ctrl_rx_done);
+    if (io == SOCK_IO_AGAIN) break;
+    if (io != SOCK_IO_DONE) {
+      comm_fail(c, ncclRemoteError, io_reason(io));
+      break;
+    }
+    c->ctrl_rx_done = 0;
+    struct wire_ctrl *m = &c->ctrl_rx;
+    if (m->magic != WIRE_MAGIC || m->type != WIRE_CTS || m->n < 1 || m->n > COLLX_MAX_RECVS) {
+      comm_fail(c, ncclRemoteError, "malformed control record");
+      break;
+    }
+    struct tcp_cts_slot *slot = &c->cts[m->seq % COLLX_MAX_REQUESTS];
+    slot->seq = m->seq;
+    slot->n = m->n;
+    slot->matched = 0;
+    memcpy(slot->e, m->e, sizeof slot->e);
+    slot->valid = 1;
+  }
+  pthread_mutex_unlock(&c->ctrl_lock);
+}
+
+static struct tcp_req *req_alloc(struct tcp_comm *c) {
+  for (int i = 0; i < COLLX_MAX_REQUESTS; i++)
+    if (c->reqs[i].state == REQ_FREE) {
+      struct tcp_req *r = &c->reqs[i];
+      r->state = REQ_ACTIVE;
+      atomic_store(&r->error, ncclSuccess);
+      return r;
+    }
+  return NULL;
+}
+
+/* Tell the receiver its buffer is too small, so that its request fails
+ * rather than waits.  Best effort: the comm is unusable afterwards anyway. */
+static void send_truncation(struct tcp_comm *c, uint32_t seq, int idx, size_t size) {
+  struct tcp_stream *s = &c->streams[0];
+  pthread_mutex_lock(&s->lock);
+  /* Finish the piece in progress so the header lands on a boundary. */
+  while (s->tx_req && tx_write_piece(s) == SOCK_IO_AGAIN) {
+    struct pollfd p = {.fd = s->fd, .events = POLLOUT};
+    if (poll(&p, 1, 1000) <= 0) break;
+  }
+  if (!s->tx_req) {
+    struct wire_piece h = {.magic = WIRE_MAGIC, .idx = (uint8_t)idx,
+                           .flags = WIRE_PIECE_TRUNCATED, .seq = seq, .total = size};
+    size_t done = 0;
+    while (sock_send_some(s->fd, &h, sizeof h, &done) == SOCK_IO_AGAIN) {
+      struct pollfd p = {.fd = s->fd, .events = POLLOUT};
+      if (poll(&p, 1, 1000) <= 0) break;
+    }
+  }
+  pthread_mutex_unlock(&s->lock);
+}
+
+ncclResult_t tcp_isend(struct tcp_comm *c, void *data, size_t size, int tag,
+                       struct tcp_req **out) {
+  *out = NULL;
+  if (atomic_load(&c->error)) return (ncclResult_t)atomic_load(&c->error);
+  ctrl_drain(c);
+  if (atomic_load(&c->error)) return (ncclResult_t)atomic_load(&c->error);
+  struct tcp_cts_slot *slot = &c->cts[c->send_seq % COLLX_MAX_REQUESTS];
+  if (!slot->valid || slot->seq != c->send_seq) return ncclSuccess; /* receiver not ready */
+  int idx = -1;
+  for (int i = 0; i < slot->n; i++)
+    if (!(slot->matched & (1u << i)) && slot->e[i].tag == tag) {
+      idx = i;
+      break;
+    }
+  if (idx < 0) return ncclSuccess; /* this tag belongs to a later receive */
+  struct tcp_req *r = req_alloc(c);
+  if (!r) {
+    COLLX_WARN("send to %s on device %s: more than %d requests outstanding", c->peer,
+               c->devname, COLLX_MAX_REQUESTS);
+    return ncclInvalidUsage;
+  }
+  uint32_t seq = slot->seq;
+  uint64_t cap = slot->e[idx].size;
+  slot->matched |= 1u << idx;
+  if (__builtin_popcount(slot->matched) == slot->n) {
+    slot->valid = 0;
+    c->send_seq++;
+  }
+  if (size > cap) {
+    COLLX_WARN("message of %zu bytes to %s on device %s is larger than the receive buffer "
+               "of %llu bytes posted for tag %d", size, c->peer, c->devname,
+               (unsigned long long)cap, tag);
+    r->state = REQ_FREE;
+    send_truncation(c, seq, idx, size);
+    return ncclInvalidUsage;
+  }
+  r->seq = seq;
+  r->idx = idx;
+  r->data = data;
+  r->size = size;
+  r->piece = collx_stripe_piece(size, c->nstreams, c->max_piece);
+  r->npieces = collx_stripe_count(size, r->piece);
+  r->next_piece = 0;
+  atomic_store(&r->pieces_done, 0);
+  pthread_mutex_lock(&c->q_lock);
+  collx_list_add_tail(&c->queue, &r->qnode);
+  pthread_cond_broadcast(&c->q_cond);
+  pthread_mutex_unlock(&c->q_lock);
+  if (size <= TCP_INLINE_MAX) tx_pump_inline(c);
+  *out = r;
+  return ncclSuccess;
+}
+
+/* ---- receive posting ----------------------------------------------------- */
+
+static ncclResult_t send_cts(struct tcp_comm *c, const struct tcp_req *r) {
+  struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_CTS, .n = (uint8_t)r->n, .seq = r->seq};
+  for (int i = 0; i < r->n; i++) m.e[i] = (struct wire_cts_entry){.tag = r->e[i].tag, .size = r->e[i].cap};
+  size_t done = 0;
+  for (;;) {
+    enum sock_io io = sock_send_some(c->ctrl_fd, &m, sizeof m, &done);
+    if (io == SOCK_IO_DONE) return ncclSuccess;
+    if (io != SOCK_IO_AGAIN) {
+      comm_fail(c, ncclRemoteError, io_reason(io));
+      return ncclRemoteError;
+    }
+    /* At most 32 records are ever unread by the sender, far below any
+     * socket buffer; waiting here means the peer stopped reading. */
+    struct pollfd p = {.fd = c->ctrl_fd, .events = POLLOUT};
+    poll(&p, 1, TCP_POLL_MS);
+    if (atomic_load(&c->stop)) return ncclInternalError;
+  }
+}
+
+ncclResult_t tcp_irecv(struct tcp_comm *c, int n, void **data, const size_t *sizes,
+                       const int *tags, struct tcp_req **out) {
+  *out = NULL;
+  if (atomic_load(&c->error)) return (ncclResult_t)atomic_load(&c->error);
+  uint32_t seq = c->recv_seq;
+  struct tcp_req *r = atomic_load(&c->by_seq[seq % COLLX_MAX_REQUESTS]) ? NULL : req_alloc(c);
+  if (!r) {
+    COLLX_WARN("receive from %s on device %s: more than %d requests outstanding", c->peer,
+               c->devname, COLLX_MAX_REQUESTS);
+    return ncclInvalidUsage;
+  }
+  r->seq = seq;
+  r->n = n;
+  atomic_store(&r->entries_done, 0);
+  for (int i = 0; i < n; i++) {
+    r->e[i].buf = data[i];
+    r->e[i].cap = sizes[i];
+    r->e[i].tag = tags ? tags[i] : 0;
+    atomic_store(&r->e[i].received, 0);
+    atomic_store(&r->e[i].total, -1);
+  }
+  atomic_store_explicit(&c->by_seq[seq % COLLX_MAX_REQUESTS], r, memory_order_release);
+  c->recv_seq++;
+  ncclResult_t res = send_cts(c, r);
+  if (res != ncclSuccess) return res;
+  *out = r;
+  return ncclSuccess;
+}
+
+/* ---- completion ---------------------------------------------------------- */
+
+static int req_is_done(struct tcp_req *r) {
+  if (r->comm->magic == TCP_MAGIC_SEND)
+    return atomic_load_explicit(&r->pieces_done, memory_order_acquire) == r->npieces;
+  return atomic_load_explicit(&r->entries_done, memory_order_acquire) == r->n;
+}
+
+static void req_release(struct tcp_req *r) {
+  struct tcp_comm *c = r->comm;
+  if (c->magic == TCP_MAGIC_RECV) atomic_store(&c->by_seq[r->seq % COLLX_MAX_REQUESTS], NULL);
+  r->state = REQ_FREE;
+}
+
+ncclResult_t tcp_test(struct tcp_req *r, int *done, size_t *sizes) {
+  struct tcp_comm *c = r->comm;
+  *done = 0;
+  if (r->state != REQ_ACTIVE) {
+    COLLX_WARN("test called on a request that is not in flight (already completed?)");
+    return ncclInvalidArgument;
+  }
+  if (!req_is_done(r)) {
+    if (c->magic == TCP_MAGIC_SEND) {
+      if (r->size <= TCP_INLINE_MAX) tx_pump_inline(c);
+    } else {
+      rx_pump_inline(c);
+    }
+  }
+  if (req_is_done(r)) {
+    ncclResult_t res = (ncclResult_t)atomic_load(&r->error);
+    if (sizes) {
+      if (c->magic == TCP_MAGIC_SEND)
+        sizes[0] = r->size;
+      else
+        for (int i = 0; i < r->n; i++) sizes[i] = (size_t)atomic_load(&r->e[i].total);
+    }
+    req_release(r);
+    if (res != ncclSuccess) return res;
+    *done = 1;
+    return ncclSuccess;
+  }
+  if (atomic_load(&c->error)) {
+    req_release(r);
+    return (ncclResult_t)atomic_load(&c->error);
+  }
+  return ncclSuccess;
+}
+
+/* ---- comm lifetime ------------------------------------------------------- */
+
+static void close_fds(int ctrl_fd, int n, const int *fds) {
+  if (ctrl_fd >= 0) close(ctrl_fd);
+  for (int i = 0; i < n; i++)
+    if (fds[i] >= 0) close(fds[i]);
+}
+
+ncclResult_t tcp_comm_start(int is_send, int dev, const char *devname, const char *peer,
+                            int ctrl_fd, int nstreams, const int *stream_fds,
+                            size_t max_piece, struct tcp_comm **out) {
+  struct tcp_comm *c = calloc(1, sizeof *c);
+  if (!c) {
+    close_fds(ctrl_fd, nstreams, stream_fds);
+    COLLX_WARN("out of memory for a comm with %s", peer);
+    return ncclSystemError;
+  }
+  c->magic = is_send ? TCP_MAGIC_SEND : TCP_MAGIC_RECV;
+  c->dev = dev;
+  snprintf(c->devname, sizeof c->devname, "%s", devname);
+  snprintf(c->peer, sizeof c->peer, "%s", peer);
+  c->ctrl_fd = ctrl_fd;
+  c->nstreams = nstreams;
+  c->max_piece = max_piece;
+  collx_list_init(&c->queue);
+  pthread_mutex_init(&c->q_lock, NULL);
+  pthread_cond_init(&c->q_cond, NULL);
+  pthread_mutex_init(&c->ctrl_lock, NULL);
+  for (int i = 0; i < COLLX_MAX_REQUESTS; i++) {
+    c->reqs[i].magic = TCP_MAGIC_REQ;
+    c->reqs[i].comm = c;
+    collx_list_init(&c->reqs[i].qnode);
+  }
+  for (int i = 0; i < nstreams; i++) {
+    struct tcp_stream *s = &c->streams[i];
+    s->fd = stream_fds[i];
+    s->index = i;
+    s->comm = c;
+    pthread_mutex_init(&s->lock, NULL);
+  }
+  for (int i = 0; i < nstreams; i++) {
+    struct tcp_stream *s = &c->streams[i];
+    atomic_fetch_add(&tcp_live_threads, 1);
+    if (pthread_create(&s->thread, NULL, is_send ? tx_thread : rx_thread, s) != 0) {
+      atomic_fetch_sub(&tcp_live_threads, 1);
+      COLLX_WARN("cannot start stream thread %d for %s: %s", i, peer, strerror(errno));
+      tcp_comm_close(c);
+      return ncclSystemError;
+    }
+    s->thread_started = 1;
+  }
+  *out = c;
+  return ncclSuccess;
+}
+
+void tcp_comm_close(struct tcp_comm *c) {
+  atomic_store(&c->stop, 1);
+  /* Wake every thread: blocked in poll (shutdown makes the fd ready) or
+   * waiting for work.  Nothing waits on the peer. */
+  for (int i = 0; i < c->nstreams; i++) shutdown(c->streams[i].fd, SHUT_RDWR);
+  pthread_mutex_lock(&c->q_lock);
+  pthread_cond_broadcast(&c->q_cond);
+  pthread_mutex_unlock(&c->q_lock);
+  for (int i = 0; i < c->nstreams; i++) {
+    struct tcp_stream *s = &c->streams[i];
+    if (s->thread_started) pthread_join(s->thread, NULL);
+    close(s->fd);
+    pthread_mutex_destroy(&s->lock);
+  }
+  close(c->ctrl_fd);
+  pthread_mutex_destroy(&c->q_lock);
+  pthread_cond_destroy(&c->q_cond);
+  pthread_mutex_destroy(&c->ctrl_lock);
+  for (int i = 0; i < COLLX_MAX_REQUESTS; i++) c->reqs[i].magic = TCP_MAGIC_DEAD;
+  c->magic = TCP_MAGIC_DEAD;
+  free(c);
+}
+
+int tcp_is_send_comm(const void *p) { return p && ((const struct tcp_comm *)p)->magic == TCP_MAGIC_SEND; }
+int tcp_is_recv_comm(const void *p) { return p && ((const struct tcp_comm *)p)->magic == TCP_MAGIC_RECV; }
+int tcp_is_req(const void *p) { return p && ((const struct tcp_req *)p)->magic == TCP_MAGIC_REQ; }

@@ -1,0 +1,120 @@
+/* Objects shared by the TCP transport's setup and data-path halves. */
+#ifndef COLLX_TCP_INTERNAL_H
+#define COLLX_TCP_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "tcp.h"
+#include "util/list.h"
+#include "wire.h"
+
+#define TCP_MAX_STREAMS 16
+
+/* Type tags at the start of every object handed to NCCL, so that a wrong or
+ * stale pointer is recognised instead of being used. */
+enum tcp_magic {
+  TCP_MAGIC_LISTEN = 0x4c43584cu,
+  TCP_MAGIC_SEND = 0x53435853u,
+  TCP_MAGIC_RECV = 0x52435852u,
+  TCP_MAGIC_REQ = 0x51435851u,
+  TCP_MAGIC_DEAD = 0xdeaddeadu,
+};
+
+enum tcp_req_state { REQ_FREE = 0, REQ_ACTIVE = 1 };
+
+struct tcp_entry {        /* one buffer of a (grouped) receive */
+  char *buf;
+  size_t cap;
+  int tag;
+  _Atomic uint64_t received;
+  _Atomic int64_t total;  /* -1 until the first piece names it */
+};
+
+struct tcp_req {
+  uint32_t magic;
+  int state;              /* enum tcp_req_state, owned by the caller's thread */
+  struct tcp_comm *comm;
+  uint32_t seq;
+  /* send */
+  char *data;
+  size_t size;
+  int idx;                /* entry of the receive this send fills */
+  size_t piece;
+  size_t npieces;
+  size_t next_piece;      /* guarded by comm->q_lock */
+  _Atomic size_t pieces_done;
+  struct collx_list qnode;
+  /* receive */
+  int n;
+  _Atomic int entries_done;
+  struct tcp_entry e[COLLX_MAX_RECVS];
+  _Atomic int error;      /* ncclResult_t for this request */
+};
+
+struct tcp_stream {
+  int fd;
+  int index;
+  struct tcp_comm *comm;
+  pthread_t thread;
+  int thread_started;
+  pthread_mutex_t lock;   /* serialises I/O on fd and the state below */
+  /* send side: the piece being written */
+  struct tcp_req *tx_req;
+  struct wire_piece tx_hdr;
+  size_t tx_done;         /* bytes of header + payload written */
+  /* receive side: the piece being read */
+  struct wire_piece rx_hdr;
+  size_t rx_hdr_done;
+  struct tcp_req *rx_req;
+  size_t rx_done;         /* payload bytes read */
+};
+
+/* The CTS records a sender has received, indexed by seq % MAX_REQUESTS. */
+struct tcp_cts_slot {
+  int valid;
+  uint32_t seq;
+  int n;
+  struct wire_cts_entry e[COLLX_MAX_RECVS];
+  uint32_t matched;       /* bit per entry */
+};
+
+struct tcp_comm {
+  uint32_t magic;         /* TCP_MAGIC_SEND / TCP_MAGIC_RECV */
+  int dev;
+  char peer[64];          /* peer address, for messages */
+  char devname[128];
+  int ctrl_fd;
+  int nstreams;
+  struct tcp_stream streams[TCP_MAX_STREAMS];
+  atomic_int stop;
+  _Atomic int error;      /* first fatal error: every request fails with it */
+  atomic_int error_reported;
+  struct tcp_req reqs[COLLX_MAX_REQUESTS];
+  /* send side */
+  pthread_mutex_t q_lock;
+  pthread_cond_t q_cond;
+  struct collx_list queue;    /* sends with pieces not yet handed to a stream */
+  pthread_mutex_t ctrl_lock;  /* reading CTS records */
+  struct wire_ctrl ctrl_rx;
+  size_t ctrl_rx_done;
+  struct tcp_cts_slot cts[COLLX_MAX_REQUESTS];
+  uint32_t send_seq;          /* CTS being filled */
+  size_t max_piece;
+  /* receive side */
+  uint32_t recv_seq;
+  /* receive posted for seq % MAX_REQUESTS; published with release order so
+   * a stream thread that finds it also sees its buffers */
+  struct tcp_req *_Atomic by_seq[COLLX_MAX_REQUESTS];
+};
+
+/* Build a connected comm from its sockets and start its stream threads.
+ * Takes ownership of the fds (closed on failure). */
+ncclResult_t tcp_comm_start(int is_send, int dev, const char *devname, const char *peer,
+                            int ctrl_fd, int nstreams, const int *stream_fds,
+                            size_t max_piece, struct tcp_comm **out);
+
+extern atomic_int tcp_live_threads;
+
+#endif

@@ -1,0 +1,540 @@
+/*
+ * TCP connection setup: listen, accept and connect, all non-blocking.
+ *
+ * connect and accept are state machines advanced one step per call: NCCL
+ * calls them again until they return a comm.  The listener keeps every
+ * half-open socket in a bounded table with a deadline, so a silent or
+ * garbage-speaking client costs one slot for a bounded time and never
+ * blocks the real peer.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sock.h"
+#include "tcp_internal.h"
+#include "util/log.h"
+
+/* Half-open sockets a listener keeps; beyond this the oldest is dropped. */
+#define TCP_MAX_PENDING 1024
+/* Connections identified by their control socket, waiting for their streams. */
+#define TCP_MAX_INCOMING 64
+/* Refused connects retried before giving up (listener backlog overflow). */
+#define TCP_CONNECT_RETRIES 50
+
+static struct tcp_config config = {.nstreams = 2, .max_piece = 512 * 1024, .connect_timeout_s = 5};
+
+void tcp_configure(const struct tcp_config *cfg) { config = *cfg; }
+
+int tcp_default_nstreams(int speed_mbps, int ncores) {
+  /* About one stream per 25 Gb/s of link, at least two (a lost segment on
+   * one stream then stalls only part of a message), and no more than half
+   * the cores: each stream has a thread on each side. */
+  int want = speed_mbps / 25000;
+  if (want < 2) want = 2;
+  int cap = ncores / 2 > 1 ? ncores / 2 : 1;
+  if (want > cap) want = cap;
+  if (want > 8) want = 8;
+  return want;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void addr_to_wire(const struct sockaddr_storage *ss, struct wire_addr *w) {
+  memset(w, 0, sizeof *w);
+  w->family = ss->ss_family;
+  w->port = (uint16_t)sock_port(ss);
+  if (ss->ss_family == AF_INET6) {
+    const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+    memcpy(w->addr, &a->sin6_addr, 16);
+    w->scope_id = a->sin6_scope_id;
+  } else {
+    memcpy(w->addr, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+  }
+}
+
+static int wire_to_addr(const struct wire_addr *w, struct sockaddr_storage *ss) {
+  memset(ss, 0, sizeof *ss);
+  if (w->family == AF_INET6) {
+    struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+    a->sin6_family = AF_INET6;
+    memcpy(&a->sin6_addr, w->addr, 16);
+    a->sin6_scope_id = w->scope_id;
+  } else if (w->family == AF_INET) {
+    struct sockaddr_in *a = (struct sockaddr_in *)ss;
+    a->sin_family = AF_INET;
+    memcpy(&a->sin_addr, w->addr, 4);
+  } else {
+    return -1;
+  }
+  sock_set_port(ss, w->port);
+  return w->port ? 0 : -1;
+}
+
+/* ======================================================================== */
+/* Listener                                                                  */
+/* ======================================================================== */
+
+struct pending {
+  int fd;
+  double deadline;
+  struct wire_hello hello;
+  size_t got;
+  char peer[64];
+};
+
+struct incoming {
+  int used;
+  uint64_t conn_id;
+  int ctrl_fd;
+  int nstreams;
+  int nhave;
+  int fds[TCP_MAX_STREAMS];
+  struct wire_welcome welcome;
+  size_t welcome_sent;
+  double deadline;
+  char peer[64];
+};
+
+struct tcp_listen {
+  uint32_t magic;
+  int dev;
+  char devname[128];
+  uint64_t secret;
+  int nfds;
+  int fds[COLLX_MAX_MEMBERS];
+  struct sockaddr_storage addrs[COLLX_MAX_MEMBERS];
+  int npending;
+  struct pending pending[TCP_MAX_PENDING];
+  struct incoming incoming[TCP_MAX_INCOMING];
+};
+
+int tcp_is_listen(const void *p) { return p && ((const struct tcp_listen *)p)->magic == TCP_MAGIC_LISTEN; }
+
+ncclResult_t tcp_listen(const struct collx_device *dev, int dev_index, struct collx_handle *h,
+                        struct tcp_listen **out) {
+  struct tcp_listen *l = calloc(1, sizeof *l);
+  if (!l) return ncclSystemError;
+  l->magic = TCP_MAGIC_LISTEN;
+  l->dev = dev_index;
+  snprintf(l->devname, sizeof l->devname, "%s", dev->name);
+  l->secret = collx_random64();
+  /* One listening socket per member interface: data streams of a merged
+   * device are spread over all of them. */
+  for (int i = 0; i < dev->nmembers; i++) {
+    const struct collx_netif *m = &dev->members[i];
+    int fd = sock_listen((const struct sockaddr *)&m->addr, m->addr_len, &l->addrs[i]);
+    if (fd < 0) {
+      char a[80];
+      COLLX_WARN("cannot listen on %s (%s): %s", m->ifname,
+                 collx_addr_str((const struct sockaddr *)&m->addr, a, sizeof a), strerror(errno));
+      tcp_listen_close(l);
+      return ncclSystemError;
+    }
+    l->fds[l->nfds++] = fd;
+  }
+  collx_handle_encode(h, &l->addrs[0], l->secret);
+  *out = l;
+  return ncclSuccess;
+}
+
+static void pending_drop(struct tcp_listen *l, int i, const char *why) {
+  if (why) COLLX_INFO(COLLX_LOG_NET, "dropped connection from %s on %s: %s", l->pending[i].peer, l->devname, why);
+  close(l->pending[i].fd);
+  l->pending[i] = l->pending[--l->npending];
+}
+
+static void incoming_drop(struct incoming *in, const char *why, const char *devname) {
+  COLLX_INFO(COLLX_LOG_NET, "dropped half-built connection from %s on %s: %s", in->peer, devname, why);
+  close(in->ctrl_fd);
+  for (int i = 0; i < in->nstreams; i++)
+    if (in->fds[i] >= 0) close(in->fds[i]);
+  in->used = 0;
+}
+
+/* Accept every connection waiting on the listening sockets. */
+static void accept_new(struct tcp_listen *l) {
+  for (int k = 0; k < l->nfds; k++) {
+    for (;;) {
+      struct sockaddr_storage from;
+      socklen_t flen = sizeof from;
+      int fd = accept4(l->fds[k], (struct sockaddr *)&from, &flen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) break;
+      /* A flood of idle clients: the oldest goes, the newest may be the peer. */
+      if (l->npending == TCP_MAX_PENDING) pending_drop(l, 0, "too many half-open connections");
+      struct pending *p = &l->pending[l->npending++];
+      memset(p, 0, sizeof *p);
+      p->fd = fd;
+      p->deadline = now_s() + config.connect_timeout_s;
+      collx_addr_str((struct sockaddr *)&from, p->peer, sizeof p->peer);
+    }
+  }
+}
+
+static struct incoming *incoming_find(struct tcp_listen *l, uint64_t conn_id) {
+  for (int i = 0; i < TCP_MAX_INCOMING; i++)
+    if (l->incoming[i].used && l->incoming[i].conn_id == conn_id) return &l->incoming[i];
+  return NULL;
+}
+
+/* A control socket introduced itself: remember it and send the welcome. */
+static const char *start_incoming(struct tcp_listen *l, struct pending *p) {
+  if (incoming_find(l, p->hello.conn_id)) return "duplicate connection id";
+  struct incoming *in = NULL;
+  for (int i = 0; i < TCP_MAX_INCOMING && !in; i++)
+    if (!l->incoming[i].used) in = &l->incoming[i];
+  if (!in) return "too many connections being set up";
+  memset(in, 0, sizeof *in);
+  in->used = 1;
+  in->conn_id = p->hello.conn_id;
+  in->ctrl_fd = p->fd;
+  in->nstreams = p->hello.nstreams < 1 ? 1 : p->hello.nstreams > TCP_MAX_STREAMS ? TCP_MAX_STREAMS : p->hello.nstreams;
+  for (int i = 0; i < TCP_MAX_STREAMS; i++) in->fds[i] = -1;
+  in->deadline = now_s() + config.connect_timeout_s;
+  snprintf(in->peer, sizeof in->peer, "%s", p->peer);
+  in->welcome.magic = WIRE_MAGIC;
+  in->welcome.version = WIRE_VERSION;
+  in->welcome.naddrs = (uint8_t)l->nfds;
+  in->welcome.nstreams = (uint16_t)in->nstreams;
+  for (int i = 0; i < l->nfds; i++) addr_to_wire(&l->addrs[i], &in->welcome.addrs[i]);
+  sock_tune(in->ctrl_fd);
+  return NULL;
+}
+
+static const char *attach_stream(struct tcp_listen *l, struct pending *p) {
+  struct incoming *in = incoming_find(l, p->hello.conn_id);
+  if (!in) return "data stream for an unknown connection";
+  int i = p->hello.index;
+  if (i >= in->nstreams || in->fds[i] >= 0) return "bad or duplicate stream index";
+  in->fds[i] = p->fd;
+  in->nhave++;
+  sock_tune(p->fd);
+  return NULL;
+}
+
+/* Read hellos of half-open sockets; admit those with the right secret. */
+static void progress_pending(struct tcp_listen *l) {
+  double t = now_s();
+  for (int i = 0; i < l->npending;) {
+    struct pending *p = &l->pending[i];
+    enum sock_io io = sock_recv_some(p->fd, &p->hello, sizeof p->hello, &p->got);
+    if (io == SOCK_IO_AGAIN) {
+      if (t > p->deadline) {
+        pending_drop(l, i, "said nothing in time");
+        continue;
+      }
+      i++;
+      continue;
+    }
+    if (io != SOCK_IO_DONE) {
+      pending_drop(l, i, "closed before identifying itself");
+      continue;
+    }
+    const char *why = NULL;
+    if (p->hello.magic != WIRE_MAGIC || p->hello.version != WIRE_VERSION)
+      why = "not a collx peer";
+    else if (p->hello.secret != l->secret)
+      why = "wrong secret";
+    else if (p->hello.kind == WIRE_HELLO_CTRL)
+      why = start_incoming(l, p);
+    else if (p->hello.kind == WIRE_HELLO_DATA)
+      why = attach_stream(l, p);
+    else
+      why = "unknown hello";
+    if (why) {
+      pending_drop(l, i, why);
+      continue;
+    }
+    l->pending[i] = l->pending[--l->npending]; /* fd now owned by an incoming */
+  }
+}
+
+/* Has the peer closed the control socket of a connection being built? */
+static int ctrl_hung_up(int fd) {
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  if (poll(&p, 1, 0) <= 0) return 0;
+  if (p.revents & (POLLERR | POLLHUP)) return 1;
+  char b;
+  return recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+ncclResult_t tcp_accept(struct tcp_listen *l, struct tcp_comm **out) {
+  *out = NULL;
+  accept_new(l);
+  progress_pending(l);
+  double t = now_s();
+  for (int i = 0; i < TCP_MAX_INCOMING; i++) {
+    struct incoming *in = &l->incoming[i];
+    if (!in->used) continue;
+    enum sock_io io = sock_send_some(in->ctrl_fd, &in->welcome, sizeof in->welcome, &in->welcome_sent);
+    if (io == SOCK_IO_EOF || io == SOCK_IO_ERROR || ctrl_hung_up(in->ctrl_fd)) {
+      incoming_drop(in, "peer closed its control connection", l->devname);
+      continue;
+    }
+    if (in->nhave < in->nstreams || io != SOCK_IO_DONE) {
+      if (t > in->deadline) incoming_drop(in, "data streams did not arrive in time", l->devname);
+      continue;
+    }
+    in->used = 0;
+    ncclResult_t res = tcp_comm_start(0, l->dev, l->devname, in->peer, in->ctrl_fd, in->nstreams,
+                                      in->fds, config.max_piece, out);
+    if (res == ncclSuccess)
+      COLLX_INFO(COLLX_LOG_NET | COLLX_LOG_INIT, "accepted connection from %s on %s with %d streams",
+                 in->peer, l->devname, in->nstreams);
+    return res;
+  }
+  return ncclSuccess;
+}
+
+void tcp_listen_close(struct tcp_listen *l) {
+  if (!l) return;
+  for (int i = 0; i < l->nfds; i++) close(l->fds[i]);
+  while (l->npending) pending_drop(l, 0, NULL);
+  for (int i = 0; i < TCP_MAX_INCOMING; i++)
+    if (l->incoming[i].used) {
+      close(l->incoming[i].ctrl_fd);
+      for (int k = 0; k < l->incoming[i].nstreams; k++)
+        if (l->incoming[i].fds[k] >= 0) close(l->incoming[i].fds[k]);
+    }
+  l->magic = TCP_MAGIC_DEAD;
+  free(l);
+}
+
+/* ======================================================================== */
+/* Connector                                                                 */
+/* ======================================================================== */
+
+enum conn_stage { STAGE_CTRL_CONNECT, STAGE_CTRL_HELLO, STAGE_WELCOME, STAGE_STREAMS };
+
+struct tcp_connecting {
+  struct collx_handle *handle; /* the handle memory this state belongs to */
+  struct collx_list node;      /* in the registry */
+  enum conn_stage stage;
+  int retries;
+  struct sockaddr_storage peer;
+  char peer_str[64];
+  uint64_t secret;
+  uint64_t conn_id;
+  int nstreams;
+  int ctrl_fd;
+  struct wire_hello hello;
+  size_t hello_sent;
+  struct wire_welcome welcome;
+  size_t welcome_got;
+  int fds[TCP_MAX_STREAMS];
+  int connected[TCP_MAX_STREAMS];
+  struct wire_hello shello[TCP_MAX_STREAMS];
+  size_t ssent[TCP_MAX_STREAMS];
+};
+
+/* In-progress connects.  A handle's connect_state is trusted only if it
+ * names an entry here that belongs to that very handle: NCCL may pass a
+ * handle that is garbage. */
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct collx_list registry = {&registry, &registry};
+
+static struct tcp_connecting *registry_find(struct collx_handle *h) {
+  struct collx_list *pos, *tmp;
+  struct tcp_connecting *found = NULL;
+  pthread_mutex_lock(&registry_lock);
+  collx_list_for_each_safe(pos, tmp, &registry) {
+    struct tcp_connecting *c = COLLX_CONTAINER_OF(pos, struct tcp_connecting, node);
+    if (c->handle == h && (uint64_t)(uintptr_t)c == h->connect_state) found = c;
+  }
+  pthread_mutex_unlock(&registry_lock);
+  return found;
+}
+
+static void connecting_free(struct tcp_connecting *c, int close_fds_too) {
+  pthread_mutex_lock(&registry_lock);
+  collx_list_del(&c->node);
+  pthread_mutex_unlock(&registry_lock);
+  c->handle->connect_state = 0;
+  if (close_fds_too) {
+    if (c->ctrl_fd >= 0) close(c->ctrl_fd);
+    for (int i = 0; i < TCP_MAX_STREAMS; i++)
+      if (c->fds[i] >= 0) close(c->fds[i]);
+  }
+  free(c);
+}
+
+static struct tcp_connecting *connecting_new(struct collx_handle *h, const char **why) {
+  struct tcp_connecting *c = calloc(1, sizeof *c);
+  if (!c) {
+    *why = "out of memory";
+    return NULL;
+  }
+  if (collx_handle_decode(h, &c->peer, &c->secret, why) != 0) {
+    free(c);
+    return NULL;
+  }
+  c->handle = h;
+  c->ctrl_fd = -1;
+  for (int i = 0; i < TCP_MAX_STREAMS; i++) c->fds[i] = -1;
+  c->conn_id = collx_random64();
+  c->nstreams = config.nstreams;
+  collx_addr_str((struct sockaddr *)&c->peer, c->peer_str, sizeof c->peer_str);
+  h->connect_state = (uint64_t)(uintptr_t)c;
+  pthread_mutex_lock(&registry_lock);
+  collx_list_add_tail(&registry, &c->node);
+  pthread_mutex_unlock(&registry_lock);
+  return c;
+}
+
+/* Source address for stream i: the member interface it should leave by. */
+static const struct collx_netif *stream_member(const struct collx_device *dev, int i,
+                                                const struct sockaddr_storage *to) {
+  const struct collx_netif *m = &dev->members[i % dev->nmembers];
+  return m->addr.ss_family == to->ss_family ? m : NULL;
+}
+
+/* Returns 1 when done, 0 in progress, -1 on failure (errno set). */
+static int step_connect(int *fd) {
+  int r = sock_connect_done(*fd);
+  if (r < 0) {
+    int e = errno;
+    close(*fd);
+    *fd = -1;
+    errno = e;
+  }
+  return r;
+}
+
+static ncclResult_t stage_ctrl_connect(const struct collx_device *dev, struct tcp_connecting *c) {
+  if (c->ctrl_fd < 0) {
+    const struct collx_netif *m = stream_member(dev, 0, &c->peer);
+    struct sockaddr_storage from;
+    if (m) {
+      from = m->addr;
+      sock_set_port(&from, 0);
+    }
+    c->ctrl_fd = sock_connect_start((struct sockaddr *)&c->peer, sock_len(&c->peer),
+                                    m ? (struct sockaddr *)&from : NULL, m ? sock_len(&from) : 0);
+    if (c->ctrl_fd < 0) goto failed;
+  }
+  int r = step_connect(&c->ctrl_fd);
+  if (r == 0) return ncclSuccess;
+  if (r < 0) goto failed;
+  c->hello = (struct wire_hello){.magic = WIRE_MAGIC, .version = WIRE_VERSION,
+                                 .kind = WIRE_HELLO_CTRL, .nstreams = (uint16_t)c->nstreams,
+                                 .secret = c->secret, .conn_id = c->conn_id};
+  c->stage = STAGE_CTRL_HELLO;
+  return ncclSuccess;
+failed:
+  if ((errno == ECONNREFUSED || errno == ETIMEDOUT) && ++c->retries < TCP_CONNECT_RETRIES)
+    return ncclSuccess; /* try again on the next call */
+  COLLX_WARN("connect to %s on device %s failed: %s", c->peer_str, dev->name, strerror(errno));
+  return ncclRemoteError;
+}
+
+static ncclResult_t stage_ctrl_hello(const struct collx_device *dev, struct tcp_connecting *c) {
+  enum sock_io io = sock_send_some(c->ctrl_fd, &c->hello, sizeof c->hello, &c->hello_sent);
+  if (io == SOCK_IO_AGAIN) return ncclSuccess;
+  if (io != SOCK_IO_DONE) {
+    COLLX_WARN("connect to %s on device %s: sending hello failed: %s", c->peer_str, dev->name,
+               strerror(errno));
+    return ncclRemoteError;
+  }
+  c->stage = STAGE_WELCOME;
+  return ncclSuccess;
+}
+
+static ncclResult_t stage_welcome(const struct collx_device *dev, struct tcp_connecting *c) {
+  enum sock_io io = sock_recv_some(c->ctrl_fd, &c->welcome, sizeof c->welcome, &c->welcome_got);
+  if (io == SOCK_IO_AGAIN) return ncclSuccess;
+  if (io != SOCK_IO_DONE) {
+    COLLX_WARN("connect to %s on device %s: the listener closed the connection (%s); "
+               "was the handle stale or its secret wrong?", c->peer_str, dev->name,
+               io == SOCK_IO_EOF ? "EOF" : strerror(errno));
+    return ncclRemoteError;
+  }
+  struct wire_welcome *w = &c->welcome;
+  if (w->magic != WIRE_MAGIC || w->version != WIRE_VERSION || w->naddrs < 1 ||
+      w->naddrs > COLLX_MAX_MEMBERS || w->nstreams < 1 || w->nstreams > TCP_MAX_STREAMS) {
+    COLLX_WARN("connect to %s on device %s: malformed welcome", c->peer_str, dev->name);
+    return ncclRemoteError;
+  }
+  c->nstreams = w->nstreams;
+  c->stage = STAGE_STREAMS;
+  return ncclSuccess;
+}
+
+/* Advance stream i; returns 1 once its hello is sent. */
+static int stream_step(const struct collx_device *dev, struct tcp_connecting *c, int i,
+                       ncclResult_t *res) {
+  if (c->fds[i] < 0) {
+    struct sockaddr_storage to, from;
+    if (wire_to_addr(&c->welcome.addrs[i % c->welcome.naddrs], &to) != 0) {
+      COLLX_WARN("connect to %s: welcome carries a bad address", c->peer_str);
+      *res = ncclRemoteError;
+      return 0;
+    }
+    const struct collx_netif *m = stream_member(dev, i, &to);
+    if (m) {
+      from = m->addr;
+      sock_set_port(&from, 0);
+    }
+    c->fds[i] = sock_connect_start((struct sockaddr *)&to, sock_len(&to),
+                                   m ? (struct sockaddr *)&from : NULL, m ? sock_len(&from) : 0);
+    if (c->fds[i] < 0) goto failed;
+    c->shello[i] = (struct wire_hello){.magic = WIRE_MAGIC, .version = WIRE_VERSION,
+                                       .kind = WIRE_HELLO_DATA, .index = (uint16_t)i,
+                                       .secret = c->secret, .conn_id = c->conn_id};
+  }
+  if (!c->connected[i]) {
+    int r = step_connect(&c->fds[i]);
+    if (r < 0) goto failed;
+    if (r == 0) return 0;
+    c->connected[i] = 1;
+  }
+  enum sock_io io = sock_send_some(c->fds[i], &c->shello[i], sizeof c->shello[i], &c->ssent[i]);
+  if (io == SOCK_IO_DONE) return 1;
+  if (io == SOCK_IO_AGAIN) return 0;
+failed:
+  COLLX_WARN("connect to %s on device %s: data stream %d failed: %s", c->peer_str, dev->name, i,
+             strerror(errno));
+  *res = ncclRemoteError;
+  return 0;
+}
+
+ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, struct collx_handle *h,
+                         struct tcp_comm **out) {
+  *out = NULL;
+  struct tcp_connecting *c = registry_find(h);
+  if (!c) {
+    const char *why = NULL;
+    c = connecting_new(h, &why);
+    if (!c) {
+      COLLX_WARN("connect on device %s: invalid handle: %s", dev->name, why);
+      return ncclInvalidArgument;
+    }
+  }
+  ncclResult_t res = ncclSuccess;
+  if (c->stage == STAGE_CTRL_CONNECT) res = stage_ctrl_connect(dev, c);
+  if (res == ncclSuccess && c->stage == STAGE_CTRL_HELLO) res = stage_ctrl_hello(dev, c);
+  if (res == ncclSuccess && c->stage == STAGE_WELCOME) res = stage_welcome(dev, c);
+  if (res == ncclSuccess && c->stage == STAGE_STREAMS) {
+    int ready = 0;
+    for (int i = 0; i < c->nstreams && res == ncclSuccess; i++) ready += stream_step(dev, c, i, &res);
+    if (res == ncclSuccess && ready == c->nstreams) {
+      res = tcp_comm_start(1, dev_index, dev->name, c->peer_str, c->ctrl_fd, c->nstreams, c->fds,
+                           config.max_piece, out);
+      if (res == ncclSuccess)
+        COLLX_INFO(COLLX_LOG_NET | COLLX_LOG_INIT, "connected to %s on %s with %d streams",
+                   c->peer_str, dev->name, c->nstreams);
+      connecting_free(c, 0); /* fds now belong to the comm (or were closed) */
+      return res;
+    }
+  }
+  if (res != ncclSuccess) connecting_free(c, 1);
+  return res;
+}

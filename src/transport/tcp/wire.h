@@ -1,0 +1,90 @@
+/*
+ * collx's TCP wire protocol.  All fields are little-endian host order (collx
+ * peers run on one kind of host); every record starts with a magic so that a
+ * stray client or a desynchronised stream is recognised at once.
+ *
+ * Setup: the connector opens one control socket to the address in the
+ * handle and sends a HELLO(kind CTRL); the listener answers with a WELCOME
+ * listing the addresses its data streams should go to; the connector then
+ * opens `nstreams` data sockets, each starting with HELLO(kind DATA).
+ *
+ * Data (receiver driven, as NCCL's grouped receives require): every irecv
+ * sends a CTS record over the control socket naming its sequence number and
+ * the (tag, size) of each buffer.  A send is matched to a CTS entry by tag
+ * and is cut into pieces; each piece travels on whichever stream takes it
+ * first, behind a PIECE header that says where in which receive it belongs.
+ */
+#ifndef COLLX_TCP_WIRE_H
+#define COLLX_TCP_WIRE_H
+
+#include <stdint.h>
+
+#include "core/core.h"
+#include "core/device.h"
+
+#define WIRE_MAGIC 0x7863u /* "cx" */
+#define WIRE_VERSION 1
+
+enum wire_kind { WIRE_HELLO_CTRL = 1, WIRE_HELLO_DATA = 2 };
+
+struct wire_hello {
+  uint16_t magic;
+  uint8_t version;
+  uint8_t kind;        /* enum wire_kind */
+  uint16_t index;      /* data stream index */
+  uint16_t nstreams;   /* connector's proposal (CTRL) */
+  uint64_t secret;     /* from the handle */
+  uint64_t conn_id;    /* chosen by the connector, ties streams to their ctrl */
+};
+
+struct wire_addr {
+  uint16_t family;
+  uint16_t port;
+  uint32_t scope_id;
+  uint8_t addr[16];
+};
+
+struct wire_welcome {
+  uint16_t magic;
+  uint8_t version;
+  uint8_t naddrs;
+  uint16_t nstreams;   /* what the listener accepts */
+  uint16_t reserved;
+  struct wire_addr addrs[COLLX_MAX_MEMBERS];
+};
+
+enum wire_ctrl_type { WIRE_CTS = 1 };
+
+struct wire_cts_entry {
+  int32_t tag;
+  uint32_t reserved;
+  uint64_t size;
+};
+
+/* Control record, receiver to sender. */
+struct wire_ctrl {
+  uint16_t magic;
+  uint8_t type;        /* enum wire_ctrl_type */
+  uint8_t n;           /* entries used */
+  uint32_t seq;
+  struct wire_cts_entry e[COLLX_MAX_RECVS];
+};
+
+enum wire_piece_flags { WIRE_PIECE_TRUNCATED = 1 };
+
+/* Header before each piece of payload on a data stream. */
+struct wire_piece {
+  uint16_t magic;
+  uint8_t idx;         /* entry of the receive */
+  uint8_t flags;       /* enum wire_piece_flags */
+  uint32_t seq;        /* receive sequence number */
+  uint64_t total;      /* size of the whole message (the sender's size if TRUNCATED) */
+  uint64_t offset;
+  uint64_t len;
+};
+
+_Static_assert(sizeof(struct wire_hello) == 24, "hello layout");
+_Static_assert(sizeof(struct wire_piece) == 32, "piece layout");
+_Static_assert(sizeof(struct wire_ctrl) == 8 + 16 * COLLX_MAX_RECVS, "ctrl layout");
+
+#endif
