@@ -32,14 +32,31 @@ atomic_int tcp_live_threads;
 
 /* ---- errors -------------------------------------------------------------- */
 
-/* Record the comm's first fatal error; WARN once, naming peer and device. */
-static void comm_fail(struct tcp_comm *c, ncclResult_t res, const char *what) {
-  int expected = ncclSuccess;
-  atomic_compare_exchange_strong(&c->error, &expected, (int)res);
-  if (atomic_load(&c->stop)) return; /* our own close: not the peer's fault */
+/* WARN once about a failed comm, naming peer and device. */
+static void comm_report(struct tcp_comm *c) {
   if (atomic_exchange(&c->error_reported, 1) == 0)
     COLLX_WARN("%s connection with %s on device %s failed: %s",
-               c->magic == TCP_MAGIC_SEND ? "send" : "receive", c->peer, c->devname, what);
+               c->magic == TCP_MAGIC_SEND ? "send" : "receive", c->peer, c->devname, c->error_what);
+}
+
+/* Record the comm's first fatal error.  A peer that closes while nothing is
+ * in flight is normal teardown: the WARN waits until a request is affected. */
+static void comm_fail(struct tcp_comm *c, ncclResult_t res, const char *what) {
+  int expected = ncclSuccess;
+  if (!atomic_compare_exchange_strong(&c->error, &expected, (int)res)) return;
+  snprintf(c->error_what, sizeof c->error_what, "%s", what);
+  if (atomic_load(&c->stop)) return; /* our own close */
+  if (atomic_load(&c->active_reqs) > 0)
+    comm_report(c);
+  else
+    COLLX_INFO(COLLX_LOG_NET, "connection with %s on device %s ended: %s", c->peer, c->devname, what);
+}
+
+/* The comm's error for a caller, reported now if it was not yet. */
+static ncclResult_t comm_error(struct tcp_comm *c) {
+  int err = atomic_load(&c->error);
+  if (err != ncclSuccess) comm_report(c);
+  return (ncclResult_t)err;
 }
 
 static const char *io_reason(enum sock_io io) {
@@ -310,9 +327,17 @@ static struct tcp_req *req_alloc(struct tcp_comm *c) {
       struct tcp_req *r = &c->reqs[i];
       r->state = REQ_ACTIVE;
       atomic_store(&r->error, ncclSuccess);
+      atomic_fetch_add(&c->active_reqs, 1);
       return r;
     }
   return NULL;
+}
+
+static void req_release(struct tcp_req *r) {
+  struct tcp_comm *c = r->comm;
+  if (c->magic == TCP_MAGIC_RECV) atomic_store(&c->by_seq[r->seq % COLLX_MAX_REQUESTS], NULL);
+  r->state = REQ_FREE;
+  atomic_fetch_sub(&c->active_reqs, 1);
 }
 
 /* Tell the receiver its buffer is too small, so that its request fails
@@ -340,9 +365,9 @@ static void send_truncation(struct tcp_comm *c, uint32_t seq, int idx, size_t si
 ncclResult_t tcp_isend(struct tcp_comm *c, void *data, size_t size, int tag,
                        struct tcp_req **out) {
   *out = NULL;
-  if (atomic_load(&c->error)) return (ncclResult_t)atomic_load(&c->error);
+  if (atomic_load(&c->error)) return comm_error(c);
   ctrl_drain(c);
-  if (atomic_load(&c->error)) return (ncclResult_t)atomic_load(&c->error);
+  if (atomic_load(&c->error)) return comm_error(c);
   struct tcp_cts_slot *slot = &c->cts[c->send_seq % COLLX_MAX_REQUESTS];
   if (!slot->valid || slot->seq != c->send_seq) return ncclSuccess; /* receiver not ready */
   int idx = -1;
@@ -369,7 +394,7 @@ ncclResult_t tcp_isend(struct tcp_comm *c, void *data, size_t size, int tag,
     COLLX_WARN("message of %zu bytes to %s on device %s is larger than the receive buffer "
                "of %llu bytes posted for tag %d", size, c->peer, c->devname,
                (unsigned long long)cap, tag);
-    r->state = REQ_FREE;
+    req_release(r);
     send_truncation(c, seq, idx, size);
     return ncclInvalidUsage;
   }
@@ -414,7 +439,7 @@ static ncclResult_t send_cts(struct tcp_comm *c, const struct tcp_req *r) {
 ncclResult_t tcp_irecv(struct tcp_comm *c, int n, void **data, const size_t *sizes,
                        const int *tags, struct tcp_req **out) {
   *out = NULL;
-  if (atomic_load(&c->error)) return (ncclResult_t)atomic_load(&c->error);
+  if (atomic_load(&c->error)) return comm_error(c);
   uint32_t seq = c->recv_seq;
   struct tcp_req *r = atomic_load(&c->by_seq[seq % COLLX_MAX_REQUESTS]) ? NULL : req_alloc(c);
   if (!r) {
@@ -448,11 +473,6 @@ static int req_is_done(struct tcp_req *r) {
   return atomic_load_explicit(&r->entries_done, memory_order_acquire) == r->n;
 }
 
-static void req_release(struct tcp_req *r) {
-  struct tcp_comm *c = r->comm;
-  if (c->magic == TCP_MAGIC_RECV) atomic_store(&c->by_seq[r->seq % COLLX_MAX_REQUESTS], NULL);
-  r->state = REQ_FREE;
-}
 
 ncclResult_t tcp_test(struct tcp_req *r, int *done, size_t *sizes) {
   struct tcp_comm *c = r->comm;
@@ -483,7 +503,7 @@ ncclResult_t tcp_test(struct tcp_req *r, int *done, size_t *sizes) {
   }
   if (atomic_load(&c->error)) {
     req_release(r);
-    return (ncclResult_t)atomic_load(&c->error);
+    return comm_error(c);
   }
   return ncclSuccess;
 }

@@ -91,6 +91,8 @@ struct tcp_comm {
   atomic_int stop;
   _Atomic int error;      /* first fatal error: every request fails with it */
   atomic_int error_reported;
+  atomic_int active_reqs;   /* requests in flight: is a failure worth a WARN? */
+  char error_what[128];     /* why the comm failed, for a late WARN */
   struct tcp_req reqs[COLLX_MAX_REQUESTS];
   /* send side */
   pthread_mutex_t q_lock;
