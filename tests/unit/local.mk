@@ -9,3 +9,12 @@ tests_unit_test_ifmatch_LDADD = libcollx-core.la
 
 tests_unit_test_params_SOURCES = tests/unit/test_params.c
 tests_unit_test_params_LDADD = libcollx-core.la
+
+check_PROGRAMS += tests/unit/test_handle tests/unit/test_stripe
+TESTS += tests/unit/test_handle tests/unit/test_stripe
+tests_unit_test_handle_SOURCES = tests/unit/test_handle.c
+tests_unit_test_handle_LDADD = libcollx-core.la
+tests_unit_test_stripe_SOURCES = tests/unit/test_stripe.c
+tests_unit_test_stripe_LDADD = libcollx-core.la
+TESTS += tests/unit/test_exports.sh
+EXTRA_DIST += tests/unit/test_exports.sh

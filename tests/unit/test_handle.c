@@ -1,0 +1,93 @@
+/* Handle encoding: round trip for IPv4 and IPv6, and rejection of handles
+ * that are not collx's (garbage, zeros, wrong version, port 0). */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/handle.h"
+
+static int failures;
+#define CHECK(cond, ...)                                  \
+  do {                                                    \
+    if (!(cond)) {                                        \
+      failures++;                                         \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__);         \
+      printf(__VA_ARGS__);                                \
+      printf("\n");                                       \
+    }                                                     \
+  } while (0)
+
+static void test_ipv4_round_trip(void) {
+  struct sockaddr_storage in = {0}, out;
+  struct sockaddr_in *a = (struct sockaddr_in *)&in;
+  a->sin_family = AF_INET;
+  a->sin_port = htons(40001);
+  inet_pton(AF_INET, "10.1.2.3", &a->sin_addr);
+  struct collx_handle h;
+  collx_handle_encode(&h, &in, 0x1122334455667788ull);
+  uint64_t secret = 0;
+  const char *why = NULL;
+  CHECK(collx_handle_decode(&h, &out, &secret, &why) == 0, "decode failed: %s", why);
+  const struct sockaddr_in *b = (const struct sockaddr_in *)&out;
+  CHECK(b->sin_family == AF_INET, "family %d", b->sin_family);
+  CHECK(ntohs(b->sin_port) == 40001, "port %d", ntohs(b->sin_port));
+  CHECK(b->sin_addr.s_addr == a->sin_addr.s_addr, "address differs");
+  CHECK(secret == 0x1122334455667788ull, "secret %llx", (unsigned long long)secret);
+  CHECK(h.connect_state == 0, "fresh handle carries connect state");
+}
+
+static void test_ipv6_round_trip(void) {
+  struct sockaddr_storage in = {0}, out;
+  struct sockaddr_in6 *a = (struct sockaddr_in6 *)&in;
+  a->sin6_family = AF_INET6;
+  a->sin6_port = htons(5);
+  a->sin6_scope_id = 7;
+  inet_pton(AF_INET6, "fe80::1234", &a->sin6_addr);
+  struct collx_handle h;
+  collx_handle_encode(&h, &in, 42);
+  uint64_t secret;
+  const char *why = NULL;
+  CHECK(collx_handle_decode(&h, &out, &secret, &why) == 0, "decode failed: %s", why);
+  const struct sockaddr_in6 *b = (const struct sockaddr_in6 *)&out;
+  CHECK(b->sin6_family == AF_INET6 && ntohs(b->sin6_port) == 5 && b->sin6_scope_id == 7,
+        "v6 family/port/scope wrong");
+  CHECK(memcmp(&b->sin6_addr, &a->sin6_addr, 16) == 0, "v6 address differs");
+}
+
+static void test_rejects_bad_handles(void) {
+  struct collx_handle h;
+  struct sockaddr_storage out;
+  uint64_t secret;
+  const char *why = NULL;
+  memset(&h, 0, sizeof h);
+  CHECK(collx_handle_decode(&h, &out, &secret, &why) != 0 && why, "all-zero handle accepted");
+  memset(&h, 0xa5, sizeof h);
+  CHECK(collx_handle_decode(&h, &out, &secret, &why) != 0, "garbage handle accepted");
+
+  struct sockaddr_storage in = {0};
+  ((struct sockaddr_in *)&in)->sin_family = AF_INET;
+  ((struct sockaddr_in *)&in)->sin_port = htons(1);
+  collx_handle_encode(&h, &in, 1);
+  h.version++;
+  CHECK(collx_handle_decode(&h, &out, &secret, &why) != 0, "wrong version accepted");
+  collx_handle_encode(&h, &in, 1);
+  h.port = 0;
+  CHECK(collx_handle_decode(&h, &out, &secret, &why) != 0, "port 0 accepted");
+  collx_handle_encode(&h, &in, 1);
+  h.family = 99;
+  CHECK(collx_handle_decode(&h, &out, &secret, &why) != 0, "unknown family accepted");
+}
+
+static void test_random_secrets_differ(void) {
+  uint64_t a = collx_random64(), b = collx_random64();
+  CHECK(a != b, "two secrets in a row are equal (%llx)", (unsigned long long)a);
+}
+
+int main(void) {
+  test_ipv4_round_trip();
+  test_ipv6_round_trip();
+  test_rejects_bad_handles();
+  test_random_secrets_differ();
+  if (failures) printf("%d check(s) failed\n", failures);
+  return failures ? 1 : 0;
+}
