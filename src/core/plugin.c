@@ -45,7 +45,8 @@ static void configure_transport(void) {
   }
   long cto = collx_param_int(COLLX_P_CONNECT_TIMEOUT);
   struct tcp_config cfg = {.nstreams = (int)nstreams, .max_piece = (size_t)piece,
-                           .connect_timeout_s = cto > 0 ? (int)cto : 5};
+                           .connect_timeout_s = cto > 0 ? (int)cto : 5,
+                           .timeout_s = (int)collx_param_int(COLLX_P_TIMEOUT)};
   tcp_configure(&cfg);
   COLLX_INFO(COLLX_LOG_INIT, "%ld streams per connection, pieces up to %ld bytes", nstreams, piece);
 }

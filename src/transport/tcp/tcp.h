@@ -20,6 +20,7 @@ struct tcp_config {
   int nstreams;       /* streams a connector proposes */
   size_t max_piece;   /* COLLX_CHUNK_SIZE */
   int connect_timeout_s;
+  int timeout_s;      /* COLLX_TIMEOUT: silent peer declared dead (0: never) */
 };
 void tcp_configure(const struct tcp_config *cfg);
 /* Streams per connection when COLLX_NSTREAMS is 0. */

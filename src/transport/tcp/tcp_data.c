@@ -32,40 +32,6 @@ atomic_int tcp_live_threads;
 
 /* ---- errors -------------------------------------------------------------- */
 
-/* WARN once about a failed comm, naming peer and device. */
-static void comm_report(struct tcp_comm *c) {
-  if (atomic_exchange(&c->error_reported, 1) == 0)
-    COLLX_WARN("%s connection with %s on device %s failed: %s",
-               c->magic == TCP_MAGIC_SEND ? "send" : "receive", c->peer, c->devname, c->error_what);
-}
-
-/* Record the comm's first fatal error.  A peer that closes while nothing is
- * in flight is normal teardown: the WARN waits until a request is affected. */
-static void comm_fail(struct tcp_comm *c, ncclResult_t res, const char *what) {
-  int expected = ncclSuccess;
-  if (!atomic_compare_exchange_strong(&c->error, &expected, (int)res)) return;
-  snprintf(c->error_what, sizeof c->error_what, "%s", what);
-  if (atomic_load(&c->stop)) return; /* our own close */
-  if (atomic_load(&c->active_reqs) > 0)
-    comm_report(c);
-  else
-    COLLX_INFO(COLLX_LOG_NET, "connection with %s on device %s ended: %s", c->peer, c->devname, what);
-}
-
-/* The comm's error for a caller, reported now if it was not yet. */
-static ncclResult_t comm_error(struct tcp_comm *c) {
-  int err = atomic_load(&c->error);
-  if (err != ncclSuccess) comm_report(c);
-  return (ncclResult_t)err;
-}
-
-static const char *io_reason(enum sock_io io) {
-  if (io == SOCK_IO_EOF) return "connection closed by peer";
-  static __thread char buf[96];
-  snprintf(buf, sizeof buf, "%s", strerror(errno));
-  return buf;
-}
-
 /* ---- receive side -------------------------------------------------------- */
 
 /* Account `len` payload bytes of entry `idx`; finish the entry when whole. */
@@ -84,14 +50,14 @@ static int rx_accept_header(struct tcp_stream *s) {
   struct wire_piece *h = &s->rx_hdr;
   char why[160];
   if (h->magic != WIRE_MAGIC) {
-    comm_fail(c, ncclRemoteError, "stream out of sync (bad piece magic)");
+    tcp_comm_fail(c, ncclRemoteError, "stream out of sync (bad piece magic)");
     return -1;
   }
   struct tcp_req *r =
       atomic_load_explicit(&c->by_seq[h->seq % COLLX_MAX_REQUESTS], memory_order_acquire);
   if (!r || r->seq != h->seq || h->idx >= r->n) {
     snprintf(why, sizeof why, "piece for receive %u/%u that was never posted", h->seq, h->idx);
-    comm_fail(c, ncclRemoteError, why);
+    tcp_comm_fail(c, ncclRemoteError, why);
     return -1;
   }
   struct tcp_entry *e = &r->e[h->idx];
@@ -109,7 +75,7 @@ static int rx_accept_header(struct tcp_stream *s) {
     snprintf(why, sizeof why, "piece [%llu,+%llu) of %llu bytes outside receive buffer of %zu",
              (unsigned long long)h->offset, (unsigned long long)h->len,
              (unsigned long long)h->total, e->cap);
-    comm_fail(c, ncclRemoteError, why);
+    tcp_comm_fail(c, ncclRemoteError, why);
     return -1;
   }
   atomic_store_explicit(&e->total, (int64_t)h->total, memory_order_release);
@@ -143,7 +109,7 @@ static void rx_pump(struct tcp_stream *s) {
     continue;
   stalled:
     if (io == SOCK_IO_AGAIN) return;
-    comm_fail(c, ncclRemoteError, io_reason(io));
+    tcp_comm_fail(c, ncclRemoteError, tcp_io_reason(io));
     return;
   }
 }
@@ -232,7 +198,7 @@ static enum tx_state tx_pump(struct tcp_stream *s) {
     enum sock_io io = tx_write_piece(s);
     if (io == SOCK_IO_AGAIN) return TX_BLOCKED;
     if (io != SOCK_IO_DONE) {
-      comm_fail(c, ncclRemoteError, io_reason(io));
+      tcp_comm_fail(c, ncclRemoteError, tcp_io_reason(io));
       return TX_FAILED;
     }
   }
@@ -283,43 +249,7 @@ static void rx_pump_inline(struct tcp_comm *c) {
   }
 }
 
-/* ---- CTS records (sender side) ------------------------------------------- */
-
-/* Read the CTS records that have arrived, as long as their slot is free (a
- * record for a busy slot stays in the socket: natural flow control). */
-static void ctrl_drain(struct tcp_comm *c) {
-  if (pthread_mutex_trylock(&c->ctrl_lock) != 0) return;
-  while (!atomic_load(&c->error)) {
-    if (c->ctrl_rx_done == 0) {
-      /* Peek at nothing: only read a new record if the slot it may need is
-       * free.  Records arrive in seq order, so the next one is send_seq plus
-       * the number already buffered. */
-      uint32_t next = c->send_seq;
-      while (c->cts[next % COLLX_MAX_REQUESTS].valid && c->cts[next % COLLX_MAX_REQUESTS].seq == next)
-        next++;
-      if (c->cts[next % COLLX_MAX_REQUESTS].valid) break; /* ring full */
-    }
-    enum sock_io io = sock_recv_some(c->ctrl_fd, &c->ctrl_rx, sizeof c->ctrl_rx, &c->ctrl_rx_done);
-    if (io == SOCK_IO_AGAIN) break;
-    if (io != SOCK_IO_DONE) {
-      comm_fail(c, ncclRemoteError, io_reason(io));
-      break;
-    }
-    c->ctrl_rx_done = 0;
-    struct wire_ctrl *m = &c->ctrl_rx;
-    if (m->magic != WIRE_MAGIC || m->type != WIRE_CTS || m->n < 1 || m->n > COLLX_MAX_RECVS) {
-      comm_fail(c, ncclRemoteError, "malformed control record");
-      break;
-    }
-    struct tcp_cts_slot *slot = &c->cts[m->seq % COLLX_MAX_REQUESTS];
-    slot->seq = m->seq;
-    slot->n = m->n;
-    slot->matched = 0;
-    memcpy(slot->e, m->e, sizeof slot->e);
-    slot->valid = 1;
-  }
-  pthread_mutex_unlock(&c->ctrl_lock);
-}
+/* ---- sends ---------------------------------------------------------------- */
 
 static struct tcp_req *req_alloc(struct tcp_comm *c) {
   for (int i = 0; i < COLLX_MAX_REQUESTS; i++)
@@ -365,9 +295,9 @@ static void send_truncation(struct tcp_comm *c, uint32_t seq, int idx, size_t si
 ncclResult_t tcp_isend(struct tcp_comm *c, void *data, size_t size, int tag,
                        struct tcp_req **out) {
   *out = NULL;
-  if (atomic_load(&c->error)) return comm_error(c);
-  ctrl_drain(c);
-  if (atomic_load(&c->error)) return comm_error(c);
+  if (atomic_load(&c->error)) return tcp_comm_error(c);
+  tcp_ctrl_drain(c);
+  if (atomic_load(&c->error)) return tcp_comm_error(c);
   struct tcp_cts_slot *slot = &c->cts[c->send_seq % COLLX_MAX_REQUESTS];
   if (!slot->valid || slot->seq != c->send_seq) return ncclSuccess; /* receiver not ready */
   int idx = -1;
@@ -417,29 +347,10 @@ ncclResult_t tcp_isend(struct tcp_comm *c, void *data, size_t size, int tag,
 
 /* ---- receive posting ----------------------------------------------------- */
 
-static ncclResult_t send_cts(struct tcp_comm *c, const struct tcp_req *r) {
-  struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_CTS, .n = (uint8_t)r->n, .seq = r->seq};
-  for (int i = 0; i < r->n; i++) m.e[i] = (struct wire_cts_entry){.tag = r->e[i].tag, .size = r->e[i].cap};
-  size_t done = 0;
-  for (;;) {
-    enum sock_io io = sock_send_some(c->ctrl_fd, &m, sizeof m, &done);
-    if (io == SOCK_IO_DONE) return ncclSuccess;
-    if (io != SOCK_IO_AGAIN) {
-      comm_fail(c, ncclRemoteError, io_reason(io));
-      return ncclRemoteError;
-    }
-    /* At most 32 records are ever unread by the sender, far below any
-     * socket buffer; waiting here means the peer stopped reading. */
-    struct pollfd p = {.fd = c->ctrl_fd, .events = POLLOUT};
-    poll(&p, 1, TCP_POLL_MS);
-    if (atomic_load(&c->stop)) return ncclInternalError;
-  }
-}
-
 ncclResult_t tcp_irecv(struct tcp_comm *c, int n, void **data, const size_t *sizes,
                        const int *tags, struct tcp_req **out) {
   *out = NULL;
-  if (atomic_load(&c->error)) return comm_error(c);
+  if (atomic_load(&c->error)) return tcp_comm_error(c);
   uint32_t seq = c->recv_seq;
   struct tcp_req *r = atomic_load(&c->by_seq[seq % COLLX_MAX_REQUESTS]) ? NULL : req_alloc(c);
   if (!r) {
@@ -459,7 +370,7 @@ ncclResult_t tcp_irecv(struct tcp_comm *c, int n, void **data, const size_t *siz
   }
   atomic_store_explicit(&c->by_seq[seq % COLLX_MAX_REQUESTS], r, memory_order_release);
   c->recv_seq++;
-  ncclResult_t res = send_cts(c, r);
+  ncclResult_t res = tcp_ctrl_send_cts(c, r);
   if (res != ncclSuccess) return res;
   *out = r;
   return ncclSuccess;
@@ -503,7 +414,7 @@ ncclResult_t tcp_test(struct tcp_req *r, int *done, size_t *sizes) {
   }
   if (atomic_load(&c->error)) {
     req_release(r);
-    return comm_error(c);
+    return tcp_comm_error(c);
   }
   return ncclSuccess;
 }
@@ -535,7 +446,8 @@ ncclResult_t tcp_comm_start(int is_send, int dev, const char *devname, const cha
   collx_list_init(&c->queue);
   pthread_mutex_init(&c->q_lock, NULL);
   pthread_cond_init(&c->q_cond, NULL);
-  pthread_mutex_init(&c->ctrl_lock, NULL);
+  pthread_mutex_init(&c->ctrl_rx_lock, NULL);
+  pthread_mutex_init(&c->ctrl_tx_lock, NULL);
   for (int i = 0; i < COLLX_MAX_REQUESTS; i++) {
     c->reqs[i].magic = TCP_MAGIC_REQ;
     c->reqs[i].comm = c;
@@ -559,18 +471,29 @@ ncclResult_t tcp_comm_start(int is_send, int dev, const char *devname, const cha
     }
     s->thread_started = 1;
   }
+  collx_list_init(&c->wd_node);
+  if (tcp_watchdog_add(c) != 0) {
+    tcp_comm_close(c);
+    return ncclSystemError;
+  }
+  c->watched = 1;
   *out = c;
   return ncclSuccess;
 }
 
+void tcp_comm_wake(struct tcp_comm *c) {
+  pthread_mutex_lock(&c->q_lock);
+  pthread_cond_broadcast(&c->q_cond);
+  pthread_mutex_unlock(&c->q_lock);
+}
+
 void tcp_comm_close(struct tcp_comm *c) {
+  if (c->watched) tcp_watchdog_remove(c);
   atomic_store(&c->stop, 1);
   /* Wake every thread: blocked in poll (shutdown makes the fd ready) or
    * waiting for work.  Nothing waits on the peer. */
   for (int i = 0; i < c->nstreams; i++) shutdown(c->streams[i].fd, SHUT_RDWR);
-  pthread_mutex_lock(&c->q_lock);
-  pthread_cond_broadcast(&c->q_cond);
-  pthread_mutex_unlock(&c->q_lock);
+  tcp_comm_wake(c);
   for (int i = 0; i < c->nstreams; i++) {
     struct tcp_stream *s = &c->streams[i];
     if (s->thread_started) pthread_join(s->thread, NULL);
@@ -580,7 +503,8 @@ void tcp_comm_close(struct tcp_comm *c) {
   close(c->ctrl_fd);
   pthread_mutex_destroy(&c->q_lock);
   pthread_cond_destroy(&c->q_cond);
-  pthread_mutex_destroy(&c->ctrl_lock);
+  pthread_mutex_destroy(&c->ctrl_rx_lock);
+  pthread_mutex_destroy(&c->ctrl_tx_lock);
   for (int i = 0; i < COLLX_MAX_REQUESTS; i++) c->reqs[i].magic = TCP_MAGIC_DEAD;
   c->magic = TCP_MAGIC_DEAD;
   free(c);

@@ -98,9 +98,18 @@ struct tcp_comm {
   pthread_mutex_t q_lock;
   pthread_cond_t q_cond;
   struct collx_list queue;    /* sends with pieces not yet handed to a stream */
-  pthread_mutex_t ctrl_lock;  /* reading CTS records */
+  /* control channel (tcp_ctrl.c) */
+  pthread_mutex_t ctrl_rx_lock;
   struct wire_ctrl ctrl_rx;
   size_t ctrl_rx_done;
+  pthread_mutex_t ctrl_tx_lock;
+  struct wire_ctrl ctrl_tx;
+  size_t ctrl_tx_done;
+  int ctrl_tx_pending;
+  double last_sent;           /* heartbeat, watchdog only */
+  _Atomic double last_heard;  /* any record from the peer */
+  struct collx_list wd_node;
+  int watched;                /* registered with the watchdog */
   struct tcp_cts_slot cts[COLLX_MAX_REQUESTS];
   uint32_t send_seq;          /* CTS being filled */
   size_t max_piece;
@@ -118,5 +127,20 @@ ncclResult_t tcp_comm_start(int is_send, int dev, const char *devname, const cha
                             size_t max_piece, struct tcp_comm **out);
 
 extern atomic_int tcp_live_threads;
+
+/* Errors (tcp_ctrl.c): record a comm's first failure; report it to a caller. */
+void tcp_comm_fail(struct tcp_comm *c, ncclResult_t res, const char *what);
+ncclResult_t tcp_comm_error(struct tcp_comm *c);
+const char *tcp_io_reason(int io);
+/* Wake the comm's threads (failure or close). */
+void tcp_comm_wake(struct tcp_comm *c);
+
+/* Control channel (tcp_ctrl.c). */
+ncclResult_t tcp_ctrl_send_cts(struct tcp_comm *c, const struct tcp_req *r);
+void tcp_ctrl_drain(struct tcp_comm *c);
+void tcp_ctrl_set_timeout(int seconds);
+int tcp_watchdog_add(struct tcp_comm *c);
+void tcp_watchdog_remove(struct tcp_comm *c);
+double tcp_now(void);
 
 #endif

@@ -27,9 +27,12 @@
 /* Refused connects retried before giving up (listener backlog overflow). */
 #define TCP_CONNECT_RETRIES 50
 
-static struct tcp_config config = {.nstreams = 2, .max_piece = 512 * 1024, .connect_timeout_s = 5};
+static struct tcp_config config = {.nstreams = 2, .max_piece = 512 * 1024, .connect_timeout_s = 5, .timeout_s = 30};
 
-void tcp_configure(const struct tcp_config *cfg) { config = *cfg; }
+void tcp_configure(const struct tcp_config *cfg) {
+  config = *cfg;
+  tcp_ctrl_set_timeout(cfg->timeout_s);
+}
 
 int tcp_default_nstreams(int speed_mbps, int ncores) {
   /* About one stream per 25 Gb/s of link, at least two (a lost segment on

@@ -53,7 +53,9 @@ struct wire_welcome {
   struct wire_addr addrs[COLLX_MAX_MEMBERS];
 };
 
-enum wire_ctrl_type { WIRE_CTS = 1 };
+/* HEARTBEAT: sent by each side's watchdog thread every second, so that a
+ * peer whose process stopped answering is told from one that is merely idle. */
+enum wire_ctrl_type { WIRE_CTS = 1, WIRE_HEARTBEAT = 2 };
 
 struct wire_cts_entry {
   int32_t tag;
@@ -61,7 +63,7 @@ struct wire_cts_entry {
   uint64_t size;
 };
 
-/* Control record, receiver to sender. */
+/* Control record: CTS from receiver to sender, heartbeats both ways. */
 struct wire_ctrl {
   uint16_t magic;
   uint8_t type;        /* enum wire_ctrl_type */

@@ -1,0 +1,244 @@
+/*
+ * The control channel of a comm, and the watchdog that keeps it honest.
+ *
+ * The control socket carries CTS records (receiver to sender) and
+ * heartbeats (both ways).  One watchdog thread per process, alive while any
+ * comm is, sends a heartbeat on every comm each second and reads what the
+ * peer sent.  Liveness is judged by the peer's plugin answering, never by
+ * data moving: a rank that stops calling NCCL for minutes still has its
+ * plugin threads answering, while a frozen or lost host answers nothing.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sock.h"
+#include "tcp_internal.h"
+#include "util/log.h"
+
+#define HEARTBEAT_INTERVAL_S 1.0
+#define WATCHDOG_TICK_MS 200
+
+static int timeout_s = 30;
+
+void tcp_ctrl_set_timeout(int seconds) { timeout_s = seconds; }
+
+double tcp_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- errors -------------------------------------------------------------- */
+
+/* WARN once about a failed comm, naming peer and device. */
+static void comm_report(struct tcp_comm *c) {
+  if (atomic_exchange(&c->error_reported, 1) == 0)
+    COLLX_WARN("%s connection with %s on device %s failed: %s",
+               c->magic == TCP_MAGIC_SEND ? "send" : "receive", c->peer, c->devname, c->error_what);
+}
+
+/* Record the comm's first fatal error.  A peer that closes while nothing is
+ * in flight is normal teardown: the WARN waits until a request is affected. */
+void tcp_comm_fail(struct tcp_comm *c, ncclResult_t res, const char *what) {
+  int expected = ncclSuccess;
+  if (!atomic_compare_exchange_strong(&c->error, &expected, (int)res)) return;
+  snprintf(c->error_what, sizeof c->error_what, "%s", what);
+  if (atomic_load(&c->stop)) return; /* our own close */
+  if (atomic_load(&c->active_reqs) > 0)
+    comm_report(c);
+  else
+    COLLX_INFO(COLLX_LOG_NET, "connection with %s on device %s ended: %s", c->peer, c->devname, what);
+}
+
+/* The comm's error for a caller, reported now if it was not yet. */
+ncclResult_t tcp_comm_error(struct tcp_comm *c) {
+  int err = atomic_load(&c->error);
+  if (err != ncclSuccess) comm_report(c);
+  return (ncclResult_t)err;
+}
+
+const char *tcp_io_reason(int io) {
+  if (io == SOCK_IO_EOF) return "connection closed by peer";
+  static __thread char buf[96];
+  snprintf(buf, sizeof buf, "%s", strerror(errno));
+  return buf;
+}
+
+/* ---- writing ------------------------------------------------------------- */
+
+/* Push out the record in progress without blocking.  Caller holds
+ * ctrl_tx_lock.  Returns 0 when nothing is left pending. */
+static int ctrl_flush(struct tcp_comm *c) {
+  if (!c->ctrl_tx_pending) return 0;
+  enum sock_io io = sock_send_some(c->ctrl_fd, &c->ctrl_tx, sizeof c->ctrl_tx, &c->ctrl_tx_done);
+  if (io == SOCK_IO_DONE) {
+    c->ctrl_tx_pending = 0;
+    return 0;
+  }
+  if (io != SOCK_IO_AGAIN) tcp_comm_fail(c, ncclRemoteError, tcp_io_reason(io));
+  return -1;
+}
+
+static void ctrl_queue(struct tcp_comm *c, const struct wire_ctrl *m) {
+  c->ctrl_tx = *m;
+  c->ctrl_tx_done = 0;
+  c->ctrl_tx_pending = 1;
+}
+
+ncclResult_t tcp_ctrl_send_cts(struct tcp_comm *c, const struct tcp_req *r) {
+  struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_CTS, .n = (uint8_t)r->n, .seq = r->seq};
+  for (int i = 0; i < r->n; i++)
+    m.e[i] = (struct wire_cts_entry){.tag = r->e[i].tag, .size = r->e[i].cap};
+  pthread_mutex_lock(&c->ctrl_tx_lock);
+  int queued = 0;
+  for (;;) {
+    if (ctrl_flush(c) == 0) {
+      if (queued) break;
+      ctrl_queue(c, &m);
+      queued = 1;
+      continue;
+    }
+    if (atomic_load(&c->error) || atomic_load(&c->stop)) break;
+    /* At most 32 CTS records are ever unread by the sender, far below any
+     * socket buffer: waiting here is rare and short. */
+    struct pollfd p = {.fd = c->ctrl_fd, .events = POLLOUT};
+    poll(&p, 1, WATCHDOG_TICK_MS);
+  }
+  pthread_mutex_unlock(&c->ctrl_tx_lock);
+  return atomic_load(&c->error) ? tcp_comm_error(c) : ncclSuccess;
+}
+
+/* Heartbeat, from the watchdog: never blocks; a record that does not fit
+ * stays pending and goes out on a later tick (or before the next CTS). */
+static void ctrl_heartbeat(struct tcp_comm *c, double now) {
+  if (pthread_mutex_trylock(&c->ctrl_tx_lock) != 0) return;
+  if (ctrl_flush(c) == 0 && now - c->last_sent >= HEARTBEAT_INTERVAL_S) {
+    struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_HEARTBEAT};
+    ctrl_queue(c, &m);
+    c->last_sent = now;
+    ctrl_flush(c);
+  }
+  pthread_mutex_unlock(&c->ctrl_tx_lock);
+}
+
+/* ---- reading ------------------------------------------------------------- */
+
+static int ctrl_accept_record(struct tcp_comm *c, const struct wire_ctrl *m) {
+  if (m->magic != WIRE_MAGIC) return -1;
+  if (m->type == WIRE_HEARTBEAT) return 0;
+  /* Only a sender receives CTS records. */
+  if (m->type != WIRE_CTS || c->magic != TCP_MAGIC_SEND || m->n < 1 || m->n > COLLX_MAX_RECVS)
+    return -1;
+  struct tcp_cts_slot *slot = &c->cts[m->seq % COLLX_MAX_REQUESTS];
+  /* The receiver posts seq only after seq-32 completed, which needs this
+   * slot consumed: an occupied slot means the peer broke the protocol. */
+  if (slot->valid) return -1;
+  slot->seq = m->seq;
+  slot->n = m->n;
+  slot->matched = 0;
+  memcpy(slot->e, m->e, sizeof slot->e);
+  slot->valid = 1;
+  return 0;
+}
+
+void tcp_ctrl_drain(struct tcp_comm *c) {
+  if (pthread_mutex_trylock(&c->ctrl_rx_lock) != 0) return;
+  while (!atomic_load(&c->error)) {
+    enum sock_io io = sock_recv_some(c->ctrl_fd, &c->ctrl_rx, sizeof c->ctrl_rx, &c->ctrl_rx_done);
+    if (io == SOCK_IO_AGAIN) break;
+    if (io != SOCK_IO_DONE) {
+      tcp_comm_fail(c, ncclRemoteError, tcp_io_reason(io));
+      break;
+    }
+    c->ctrl_rx_done = 0;
+    atomic_store(&c->last_heard, tcp_now());
+    if (ctrl_accept_record(c, &c->ctrl_rx) != 0) {
+      tcp_comm_fail(c, ncclRemoteError, "malformed control record");
+      break;
+    }
+  }
+  pthread_mutex_unlock(&c->ctrl_rx_lock);
+}
+
+/* ---- the watchdog -------------------------------------------------------- */
+
+static pthread_mutex_t wd_life = PTHREAD_MUTEX_INITIALIZER; /* start/stop */
+static pthread_mutex_t wd_lock = PTHREAD_MUTEX_INITIALIZER; /* the list */
+static struct collx_list wd_comms = {&wd_comms, &wd_comms};
+static int wd_count;
+static int wd_started;
+static atomic_int wd_stop;
+static pthread_t wd_thread;
+
+static void watch_one(struct tcp_comm *c, double now) {
+  if (atomic_load(&c->error) || atomic_load(&c->stop)) return;
+  ctrl_heartbeat(c, now);
+  tcp_ctrl_drain(c);
+  double silent = now - atomic_load(&c->last_heard);
+  if (timeout_s > 0 && silent > timeout_s) {
+    char why[128];
+    snprintf(why, sizeof why, "no answer from the peer's plugin for %.0f s (COLLX_TIMEOUT=%d)",
+             silent, timeout_s);
+    tcp_comm_fail(c, ncclRemoteError, why);
+    tcp_comm_wake(c);
+  }
+}
+
+static void *watchdog(void *arg) {
+  (void)arg;
+  while (!atomic_load(&wd_stop)) {
+    double now = tcp_now();
+    struct collx_list *pos, *tmp;
+    pthread_mutex_lock(&wd_lock);
+    collx_list_for_each_safe(pos, tmp, &wd_comms) {
+      watch_one(COLLX_CONTAINER_OF(pos, struct tcp_comm, wd_node), now);
+    }
+    pthread_mutex_unlock(&wd_lock);
+    poll(NULL, 0, WATCHDOG_TICK_MS);
+  }
+  atomic_fetch_sub(&tcp_live_threads, 1);
+  return NULL;
+}
+
+int tcp_watchdog_add(struct tcp_comm *c) {
+  int rc = 0;
+  atomic_store(&c->last_heard, tcp_now());
+  pthread_mutex_lock(&wd_life);
+  pthread_mutex_lock(&wd_lock);
+  collx_list_add_tail(&wd_comms, &c->wd_node);
+  wd_count++;
+  pthread_mutex_unlock(&wd_lock);
+  if (!wd_started) {
+    atomic_store(&wd_stop, 0);
+    atomic_fetch_add(&tcp_live_threads, 1);
+    if (pthread_create(&wd_thread, NULL, watchdog, NULL) == 0) {
+      wd_started = 1;
+    } else {
+      atomic_fetch_sub(&tcp_live_threads, 1);
+      COLLX_WARN("cannot start the watchdog thread: %s", strerror(errno));
+      rc = -1;
+    }
+  }
+  pthread_mutex_unlock(&wd_life);
+  return rc;
+}
+
+/* Remove a comm; the last one out stops the watchdog, so that no plugin
+ * thread outlives the last comm (NCCL may dlclose the plugin then). */
+void tcp_watchdog_remove(struct tcp_comm *c) {
+  pthread_mutex_lock(&wd_life);
+  pthread_mutex_lock(&wd_lock);
+  collx_list_del(&c->wd_node);
+  int last = --wd_count == 0 && wd_started;
+  pthread_mutex_unlock(&wd_lock);
+  if (last) {
+    atomic_store(&wd_stop, 1);
+    pthread_join(wd_thread, NULL);
+    wd_started = 0;
+  }
+  pthread_mutex_unlock(&wd_life);
+}
