@@ -127,16 +127,16 @@ static void ctrl_heartbeat(struct tcp_comm *c, double now) {
 
 /* ---- reading ------------------------------------------------------------- */
 
-static int ctrl_accept_record(struct tcp_comm *c, const struct wire_ctrl *m) {
-  if (m->magic != WIRE_MAGIC) return -1;
-  if (m->type == WIRE_HEARTBEAT) return 0;
-  /* Only a sender receives CTS records. */
-  if (m->type != WIRE_CTS || c->magic != TCP_MAGIC_SEND || m->n < 1 || m->n > COLLX_MAX_RECVS)
-    return -1;
+static int ctrl_accept_record(struct tcp_comm *c, const struct wire_ctrl *m, const char **why) {
+  int type = wire_ctrl_check(m, c->magic == TCP_MAGIC_SEND, why);
+  if (type != WIRE_CTS) return type < 0 ? -1 : 0;
   struct tcp_cts_slot *slot = &c->cts[m->seq % COLLX_MAX_REQUESTS];
   /* The receiver posts seq only after seq-32 completed, which needs this
    * slot consumed: an occupied slot means the peer broke the protocol. */
-  if (slot->valid) return -1;
+  if (slot->valid) {
+    *why = "CTS for a receive slot still in use";
+    return -1;
+  }
   slot->seq = m->seq;
   slot->n = m->n;
   slot->matched = 0;
@@ -156,8 +156,9 @@ void tcp_ctrl_drain(struct tcp_comm *c) {
     }
     c->ctrl_rx_done = 0;
     atomic_store(&c->last_heard, tcp_now());
-    if (ctrl_accept_record(c, &c->ctrl_rx) != 0) {
-      tcp_comm_fail(c, ncclRemoteError, "malformed control record");
+    const char *why = NULL;
+    if (ctrl_accept_record(c, &c->ctrl_rx, &why) != 0) {
+      tcp_comm_fail(c, ncclRemoteError, why);
       break;
     }
   }

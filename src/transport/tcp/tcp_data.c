@@ -48,15 +48,19 @@ static void entry_account(struct tcp_req *r, int idx, uint64_t len) {
 static int rx_accept_header(struct tcp_stream *s) {
   struct tcp_comm *c = s->comm;
   struct wire_piece *h = &s->rx_hdr;
-  char why[160];
-  if (h->magic != WIRE_MAGIC) {
-    tcp_comm_fail(c, ncclRemoteError, "stream out of sync (bad piece magic)");
+  char why[200];
+  struct tcp_req *r = NULL;
+  if (h->magic == WIRE_MAGIC)
+    r = atomic_load_explicit(&c->by_seq[h->seq % COLLX_MAX_REQUESTS], memory_order_acquire);
+  if (h->magic == WIRE_MAGIC && (!r || r->seq != h->seq || h->idx >= r->n)) {
+    snprintf(why, sizeof why, "piece for receive %u/%u that was never posted", h->seq, h->idx);
+    tcp_comm_fail(c, ncclRemoteError, why);
     return -1;
   }
-  struct tcp_req *r =
-      atomic_load_explicit(&c->by_seq[h->seq % COLLX_MAX_REQUESTS], memory_order_acquire);
-  if (!r || r->seq != h->seq || h->idx >= r->n) {
-    snprintf(why, sizeof why, "piece for receive %u/%u that was never posted", h->seq, h->idx);
+  const char *bad = NULL;
+  if (wire_piece_check(h, r ? r->e[h->idx].cap : 0, &bad) != 0) {
+    snprintf(why, sizeof why, "%s: [%llu,+%llu) of %llu bytes", bad, (unsigned long long)h->offset,
+             (unsigned long long)h->len, (unsigned long long)h->total);
     tcp_comm_fail(c, ncclRemoteError, why);
     return -1;
   }
@@ -70,13 +74,6 @@ static int rx_accept_header(struct tcp_stream *s) {
     atomic_fetch_add(&r->entries_done, 1);
     s->rx_req = NULL;
     return 0;
-  }
-  if (h->total > e->cap || h->offset > h->total || h->len > h->total - h->offset) {
-    snprintf(why, sizeof why, "piece [%llu,+%llu) of %llu bytes outside receive buffer of %zu",
-             (unsigned long long)h->offset, (unsigned long long)h->len,
-             (unsigned long long)h->total, e->cap);
-    tcp_comm_fail(c, ncclRemoteError, why);
-    return -1;
   }
   atomic_store_explicit(&e->total, (int64_t)h->total, memory_order_release);
   s->rx_req = r;

@@ -243,16 +243,11 @@ static void progress_pending(struct tcp_listen *l) {
       continue;
     }
     const char *why = NULL;
-    if (p->hello.magic != WIRE_MAGIC || p->hello.version != WIRE_VERSION)
-      why = "not a collx peer";
-    else if (p->hello.secret != l->secret)
-      why = "wrong secret";
-    else if (p->hello.kind == WIRE_HELLO_CTRL)
+    int kind = wire_hello_check(&p->hello, l->secret, &why);
+    if (kind == WIRE_HELLO_CTRL)
       why = start_incoming(l, p);
-    else if (p->hello.kind == WIRE_HELLO_DATA)
+    else if (kind == WIRE_HELLO_DATA)
       why = attach_stream(l, p);
-    else
-      why = "unknown hello";
     if (why) {
       pending_drop(l, i, why);
       continue;
@@ -461,9 +456,9 @@ static ncclResult_t stage_welcome(const struct collx_device *dev, struct tcp_con
     return ncclRemoteError;
   }
   struct wire_welcome *w = &c->welcome;
-  if (w->magic != WIRE_MAGIC || w->version != WIRE_VERSION || w->naddrs < 1 ||
-      w->naddrs > COLLX_MAX_MEMBERS || w->nstreams < 1 || w->nstreams > TCP_MAX_STREAMS) {
-    COLLX_WARN("connect to %s on device %s: malformed welcome", c->peer_str, dev->name);
+  const char *why = NULL;
+  if (wire_welcome_check(w, TCP_MAX_STREAMS, &why) != 0) {
+    COLLX_WARN("connect to %s on device %s: %s", c->peer_str, dev->name, why);
     return ncclRemoteError;
   }
   c->nstreams = w->nstreams;

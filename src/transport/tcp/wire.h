@@ -18,6 +18,7 @@
 #define COLLX_TCP_WIRE_H
 
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "core/core.h"
 #include "core/device.h"
@@ -86,7 +87,18 @@ struct wire_piece {
 };
 
 _Static_assert(sizeof(struct wire_hello) == 24, "hello layout");
+_Static_assert(sizeof(struct wire_welcome) == 8 + 24 * COLLX_MAX_MEMBERS, "welcome layout");
 _Static_assert(sizeof(struct wire_piece) == 32, "piece layout");
 _Static_assert(sizeof(struct wire_ctrl) == 8 + 16 * COLLX_MAX_RECVS, "ctrl layout");
+
+/* Validators (wire.c).  Each returns -1 with *why set when the record must
+ * be refused. */
+/* Returns the hello's kind (enum wire_kind). */
+int wire_hello_check(const struct wire_hello *h, uint64_t secret, const char **why);
+int wire_welcome_check(const struct wire_welcome *w, int max_streams, const char **why);
+/* Returns the record's type; to_sender: we are the sending side. */
+int wire_ctrl_check(const struct wire_ctrl *m, int to_sender, const char **why);
+/* cap: size of the receive buffer the piece names. */
+int wire_piece_check(const struct wire_piece *h, uint64_t cap, const char **why);
 
 #endif
