@@ -2,9 +2,18 @@
  * collx - NCCL network plugin ABI, as seen from the plugin side.
  *
  * Written for collx from the documented layout of NCCL's external network
- * plugin interface (ncclNet v8).  Only what the plugin needs is declared; the
- * layouts are pinned with _Static_assert below so that any drift from the
- * ABI NCCL expects breaks the build instead of a job.
+ * plugin interface (ncclNet v7, v8, v9 and v10).  Only what the plugin needs
+ * is declared; the layouts are pinned with _Static_assert below so that any
+ * drift from the ABI NCCL expects breaks the build instead of a job.
+ *
+ * What changes between the versions collx exports:
+ *   v7   regMr takes an int size; properties have no regIsGlobal.
+ *   v8   regMr takes a size_t size; properties gain regIsGlobal.
+ *   v9   isend/irecv take size_t sizes (test and iflush keep int); properties
+ *        gain forceFlush, vProps (virtual NIC members), maxP2pBytes and
+ *        maxCollBytes; the table gains makeVDevice.
+ *   v10  init also receives a profiler callback; connect receives a comm
+ *        config (traffic class); isend/irecv receive profiler handles.
  */
 #ifndef COLLX_NET_ABI_H
 #define COLLX_NET_ABI_H
@@ -126,8 +135,187 @@ typedef struct {
   ncclResult_t (*irecvConsumed)(void *recvComm, int n, void *request);
 } ncclNet_v8_t;
 
+/* ---- v7 ---------------------------------------------------------------- */
+
+/* The device handle kept one layout from v7 to v10. */
+typedef ncclNetDeviceHandle_v8_t ncclNetDeviceHandle_v7_t;
+
+typedef struct {
+  char *name;
+  char *pciPath;
+  uint64_t guid;
+  int ptrSupport;
+  int speed;      /* Mbps */
+  int port;
+  float latency;  /* us */
+  int maxComms;
+  int maxRecvs;
+  ncclNetDeviceType netDeviceType;
+  int netDeviceVersion;
+} ncclNetProperties_v7_t;
+
+typedef struct {
+  const char *name;
+  ncclResult_t (*init)(ncclDebugLogger_t logFunction);
+  ncclResult_t (*devices)(int *ndev);
+  ncclResult_t (*getProperties)(int dev, ncclNetProperties_v7_t *props);
+  ncclResult_t (*listen)(int dev, void *handle, void **listenComm);
+  ncclResult_t (*connect)(int dev, void *handle, void **sendComm,
+                          ncclNetDeviceHandle_v7_t **sendDevComm);
+  ncclResult_t (*accept)(void *listenComm, void **recvComm,
+                         ncclNetDeviceHandle_v7_t **recvDevComm);
+  ncclResult_t (*regMr)(void *comm, void *data, int size, int type, void **mhandle);
+  ncclResult_t (*regMrDmaBuf)(void *comm, void *data, size_t size, int type,
+                              uint64_t offset, int fd, void **mhandle);
+  ncclResult_t (*deregMr)(void *comm, void *mhandle);
+  ncclResult_t (*isend)(void *sendComm, void *data, int size, int tag, void *mhandle,
+                        void **request);
+  ncclResult_t (*irecv)(void *recvComm, int n, void **data, int *sizes, int *tags,
+                        void **mhandles, void **request);
+  ncclResult_t (*iflush)(void *recvComm, int n, void **data, int *sizes, void **mhandles,
+                         void **request);
+  ncclResult_t (*test)(void *request, int *done, int *sizes);
+  ncclResult_t (*closeSend)(void *sendComm);
+  ncclResult_t (*closeRecv)(void *recvComm);
+  ncclResult_t (*closeListen)(void *listenComm);
+  ncclResult_t (*getDeviceMr)(void *comm, void *mhandle, void **dptr_mhandle);
+  ncclResult_t (*irecvConsumed)(void *recvComm, int n, void *request);
+} ncclNet_v7_t;
+
+/* ---- v9 ---------------------------------------------------------------- */
+
+typedef ncclNetDeviceHandle_v8_t ncclNetDeviceHandle_v9_t;
+
+/* Physical devices a virtual NIC is made of (NIC fusion). */
+#define NCCL_NET_MAX_DEVS_PER_NIC_V9 4
+typedef struct {
+  int ndevs;
+  int devs[NCCL_NET_MAX_DEVS_PER_NIC_V9];
+} ncclNetVDeviceProps_v9_t;
+
+typedef struct {
+  char *name;
+  char *pciPath;
+  uint64_t guid;
+  int ptrSupport;
+  int regIsGlobal;
+  int forceFlush;
+  int speed;      /* Mbps */
+  int port;
+  float latency;  /* us */
+  int maxComms;
+  int maxRecvs;
+  ncclNetDeviceType netDeviceType;
+  int netDeviceVersion;
+  ncclNetVDeviceProps_v9_t vProps;
+  size_t maxP2pBytes;
+  size_t maxCollBytes;
+} ncclNetProperties_v9_t;
+
+typedef struct {
+  const char *name;
+  ncclResult_t (*init)(ncclDebugLogger_t logFunction);
+  ncclResult_t (*devices)(int *ndev);
+  ncclResult_t (*getProperties)(int dev, ncclNetProperties_v9_t *props);
+  ncclResult_t (*listen)(int dev, void *handle, void **listenComm);
+  ncclResult_t (*connect)(int dev, void *handle, void **sendComm,
+                          ncclNetDeviceHandle_v9_t **sendDevComm);
+  ncclResult_t (*accept)(void *listenComm, void **recvComm,
+                         ncclNetDeviceHandle_v9_t **recvDevComm);
+  ncclResult_t (*regMr)(void *comm, void *data, size_t size, int type, void **mhandle);
+  ncclResult_t (*regMrDmaBuf)(void *comm, void *data, size_t size, int type,
+                              uint64_t offset, int fd, void **mhandle);
+  ncclResult_t (*deregMr)(void *comm, void *mhandle);
+  ncclResult_t (*isend)(void *sendComm, void *data, size_t size, int tag, void *mhandle,
+                        void **request);
+  ncclResult_t (*irecv)(void *recvComm, int n, void **data, size_t *sizes, int *tags,
+                        void **mhandles, void **request);
+  /* iflush and test still carry int sizes in v9. */
+  ncclResult_t (*iflush)(void *recvComm, int n, void **data, int *sizes, void **mhandles,
+                         void **request);
+  ncclResult_t (*test)(void *request, int *done, int *sizes);
+  ncclResult_t (*closeSend)(void *sendComm);
+  ncclResult_t (*closeRecv)(void *recvComm);
+  ncclResult_t (*closeListen)(void *listenComm);
+  ncclResult_t (*getDeviceMr)(void *comm, void *mhandle, void **dptr_mhandle);
+  ncclResult_t (*irecvConsumed)(void *recvComm, int n, void *request);
+  ncclResult_t (*makeVDevice)(int *d, ncclNetVDeviceProps_v9_t *props);
+} ncclNet_v9_t;
+
+/* ---- v10 --------------------------------------------------------------- */
+
+typedef ncclNetDeviceHandle_v8_t ncclNetDeviceHandle_v10_t;
+
+#define NCCL_NET_MAX_DEVS_PER_NIC_V10 4
+typedef struct {
+  int ndevs;
+  int devs[NCCL_NET_MAX_DEVS_PER_NIC_V10];
+} ncclNetVDeviceProps_v10_t;
+
+/* Per-connection settings NCCL passes to connect. */
+#define NCCL_NET_TRAFFIC_CLASS_UNDEF (-1)
+typedef struct {
+  int trafficClass;  /* plugin-specific; NCCL_NET_TRAFFIC_CLASS_UNDEF when unset */
+} ncclNetCommConfig_v10_t;
+
+/* NCCL's profiler hook handed to init (the plugin may report network events
+ * through it; collx does not). */
+typedef ncclResult_t (*ncclProfilerCallback_t)(void **eHandle, int type, void *phandle,
+                                               int64_t pluginId, void *extData);
+
+typedef struct {
+  char *name;
+  char *pciPath;
+  uint64_t guid;
+  int ptrSupport;
+  int regIsGlobal;
+  int forceFlush;
+  int speed;      /* Mbps */
+  int port;
+  float latency;  /* us */
+  int maxComms;
+  int maxRecvs;
+  ncclNetDeviceType netDeviceType;
+  int netDeviceVersion;
+  ncclNetVDeviceProps_v10_t vProps;
+  size_t maxP2pBytes;
+  size_t maxCollBytes;
+} ncclNetProperties_v10_t;
+
+typedef struct {
+  const char *name;
+  ncclResult_t (*init)(ncclDebugLogger_t logFunction, ncclProfilerCallback_t profFunction);
+  ncclResult_t (*devices)(int *ndev);
+  ncclResult_t (*getProperties)(int dev, ncclNetProperties_v10_t *props);
+  ncclResult_t (*listen)(int dev, void *handle, void **listenComm);
+  ncclResult_t (*connect)(int dev, ncclNetCommConfig_v10_t *config, void *handle,
+                          void **sendComm, ncclNetDeviceHandle_v10_t **sendDevComm);
+  ncclResult_t (*accept)(void *listenComm, void **recvComm,
+                         ncclNetDeviceHandle_v10_t **recvDevComm);
+  ncclResult_t (*regMr)(void *comm, void *data, size_t size, int type, void **mhandle);
+  ncclResult_t (*regMrDmaBuf)(void *comm, void *data, size_t size, int type,
+                              uint64_t offset, int fd, void **mhandle);
+  ncclResult_t (*deregMr)(void *comm, void *mhandle);
+  ncclResult_t (*isend)(void *sendComm, void *data, size_t size, int tag, void *mhandle,
+                        void *phandle, void **request);
+  ncclResult_t (*irecv)(void *recvComm, int n, void **data, size_t *sizes, int *tags,
+                        void **mhandles, void **phandles, void **request);
+  ncclResult_t (*iflush)(void *recvComm, int n, void **data, int *sizes, void **mhandles,
+                         void **request);
+  ncclResult_t (*test)(void *request, int *done, int *sizes);
+  ncclResult_t (*closeSend)(void *sendComm);
+  ncclResult_t (*closeRecv)(void *recvComm);
+  ncclResult_t (*closeListen)(void *listenComm);
+  ncclResult_t (*getDeviceMr)(void *comm, void *mhandle, void **dptr_mhandle);
+  ncclResult_t (*irecvConsumed)(void *recvComm, int n, void *request);
+  ncclResult_t (*makeVDevice)(int *d, ncclNetVDeviceProps_v10_t *props);
+} ncclNet_v10_t;
+
 /* ---- Layout pins (x86-64 / aarch64 LP64) --------------------------------- */
 #if defined(__LP64__)
+#if defined(__cplusplus) && !defined(_Static_assert)
+#define _Static_assert static_assert /* the header is installed; C++ may include it */
+#endif
 _Static_assert(sizeof(ncclNetProperties_v8_t) == 64, "ncclNetProperties_v8_t size");
 _Static_assert(offsetof(ncclNetProperties_v8_t, name) == 0, "props.name");
 _Static_assert(offsetof(ncclNetProperties_v8_t, pciPath) == 8, "props.pciPath");
@@ -157,6 +345,87 @@ _Static_assert(offsetof(ncclNet_v8_t, isend) == 10 * 8, "v8.isend");
 _Static_assert(offsetof(ncclNet_v8_t, test) == 13 * 8, "v8.test");
 _Static_assert(offsetof(ncclNet_v8_t, closeListen) == 16 * 8, "v8.closeListen");
 _Static_assert(offsetof(ncclNet_v8_t, irecvConsumed) == 18 * 8, "v8.irecvConsumed");
+
+/* v7: v8 without regIsGlobal, everything after ptrSupport moves up by 4. */
+_Static_assert(sizeof(ncclNetProperties_v7_t) == 56, "ncclNetProperties_v7_t size");
+_Static_assert(offsetof(ncclNetProperties_v7_t, name) == 0, "v7 props.name");
+_Static_assert(offsetof(ncclNetProperties_v7_t, pciPath) == 8, "v7 props.pciPath");
+_Static_assert(offsetof(ncclNetProperties_v7_t, guid) == 16, "v7 props.guid");
+_Static_assert(offsetof(ncclNetProperties_v7_t, ptrSupport) == 24, "v7 props.ptrSupport");
+_Static_assert(offsetof(ncclNetProperties_v7_t, speed) == 28, "v7 props.speed");
+_Static_assert(offsetof(ncclNetProperties_v7_t, port) == 32, "v7 props.port");
+_Static_assert(offsetof(ncclNetProperties_v7_t, latency) == 36, "v7 props.latency");
+_Static_assert(offsetof(ncclNetProperties_v7_t, maxComms) == 40, "v7 props.maxComms");
+_Static_assert(offsetof(ncclNetProperties_v7_t, maxRecvs) == 44, "v7 props.maxRecvs");
+_Static_assert(offsetof(ncclNetProperties_v7_t, netDeviceType) == 48, "v7 props.netDeviceType");
+_Static_assert(offsetof(ncclNetProperties_v7_t, netDeviceVersion) == 52, "v7 props.netDeviceVersion");
+
+_Static_assert(sizeof(ncclNet_v7_t) == 19 * sizeof(void *), "ncclNet_v7_t size");
+_Static_assert(offsetof(ncclNet_v7_t, init) == 1 * 8, "v7.init");
+_Static_assert(offsetof(ncclNet_v7_t, getProperties) == 3 * 8, "v7.getProperties");
+_Static_assert(offsetof(ncclNet_v7_t, connect) == 5 * 8, "v7.connect");
+_Static_assert(offsetof(ncclNet_v7_t, regMr) == 7 * 8, "v7.regMr");
+_Static_assert(offsetof(ncclNet_v7_t, regMrDmaBuf) == 8 * 8, "v7.regMrDmaBuf");
+_Static_assert(offsetof(ncclNet_v7_t, isend) == 10 * 8, "v7.isend");
+_Static_assert(offsetof(ncclNet_v7_t, test) == 13 * 8, "v7.test");
+_Static_assert(offsetof(ncclNet_v7_t, closeListen) == 16 * 8, "v7.closeListen");
+_Static_assert(offsetof(ncclNet_v7_t, irecvConsumed) == 18 * 8, "v7.irecvConsumed");
+
+/* v9 and v10 share one property layout: v8's with forceFlush after
+ * regIsGlobal, then vProps (4 + 4 * 4 bytes), padding to 8, two size_t. */
+_Static_assert(sizeof(ncclNetVDeviceProps_v9_t) == 20, "ncclNetVDeviceProps_v9_t size");
+_Static_assert(offsetof(ncclNetVDeviceProps_v9_t, devs) == 4, "v9 vProps.devs");
+_Static_assert(sizeof(ncclNetVDeviceProps_v10_t) == 20, "ncclNetVDeviceProps_v10_t size");
+_Static_assert(offsetof(ncclNetVDeviceProps_v10_t, devs) == 4, "v10 vProps.devs");
+
+_Static_assert(sizeof(ncclNetProperties_v9_t) == 104, "ncclNetProperties_v9_t size");
+_Static_assert(offsetof(ncclNetProperties_v9_t, ptrSupport) == 24, "v9 props.ptrSupport");
+_Static_assert(offsetof(ncclNetProperties_v9_t, regIsGlobal) == 28, "v9 props.regIsGlobal");
+_Static_assert(offsetof(ncclNetProperties_v9_t, forceFlush) == 32, "v9 props.forceFlush");
+_Static_assert(offsetof(ncclNetProperties_v9_t, speed) == 36, "v9 props.speed");
+_Static_assert(offsetof(ncclNetProperties_v9_t, port) == 40, "v9 props.port");
+_Static_assert(offsetof(ncclNetProperties_v9_t, latency) == 44, "v9 props.latency");
+_Static_assert(offsetof(ncclNetProperties_v9_t, maxComms) == 48, "v9 props.maxComms");
+_Static_assert(offsetof(ncclNetProperties_v9_t, maxRecvs) == 52, "v9 props.maxRecvs");
+_Static_assert(offsetof(ncclNetProperties_v9_t, netDeviceType) == 56, "v9 props.netDeviceType");
+_Static_assert(offsetof(ncclNetProperties_v9_t, netDeviceVersion) == 60, "v9 props.netDeviceVersion");
+_Static_assert(offsetof(ncclNetProperties_v9_t, vProps) == 64, "v9 props.vProps");
+_Static_assert(offsetof(ncclNetProperties_v9_t, maxP2pBytes) == 88, "v9 props.maxP2pBytes");
+_Static_assert(offsetof(ncclNetProperties_v9_t, maxCollBytes) == 96, "v9 props.maxCollBytes");
+
+_Static_assert(sizeof(ncclNetProperties_v10_t) == 104, "ncclNetProperties_v10_t size");
+_Static_assert(offsetof(ncclNetProperties_v10_t, ptrSupport) == 24, "v10 props.ptrSupport");
+_Static_assert(offsetof(ncclNetProperties_v10_t, regIsGlobal) == 28, "v10 props.regIsGlobal");
+_Static_assert(offsetof(ncclNetProperties_v10_t, forceFlush) == 32, "v10 props.forceFlush");
+_Static_assert(offsetof(ncclNetProperties_v10_t, speed) == 36, "v10 props.speed");
+_Static_assert(offsetof(ncclNetProperties_v10_t, latency) == 44, "v10 props.latency");
+_Static_assert(offsetof(ncclNetProperties_v10_t, netDeviceVersion) == 60, "v10 props.netDeviceVersion");
+_Static_assert(offsetof(ncclNetProperties_v10_t, vProps) == 64, "v10 props.vProps");
+_Static_assert(offsetof(ncclNetProperties_v10_t, maxP2pBytes) == 88, "v10 props.maxP2pBytes");
+_Static_assert(offsetof(ncclNetProperties_v10_t, maxCollBytes) == 96, "v10 props.maxCollBytes");
+
+_Static_assert(sizeof(ncclNetCommConfig_v10_t) == 4, "ncclNetCommConfig_v10_t size");
+
+/* v9 and v10: v8's 19 members plus makeVDevice; v10 changes signatures only. */
+_Static_assert(sizeof(ncclNet_v9_t) == 20 * sizeof(void *), "ncclNet_v9_t size");
+_Static_assert(offsetof(ncclNet_v9_t, init) == 1 * 8, "v9.init");
+_Static_assert(offsetof(ncclNet_v9_t, connect) == 5 * 8, "v9.connect");
+_Static_assert(offsetof(ncclNet_v9_t, regMr) == 7 * 8, "v9.regMr");
+_Static_assert(offsetof(ncclNet_v9_t, isend) == 10 * 8, "v9.isend");
+_Static_assert(offsetof(ncclNet_v9_t, irecv) == 11 * 8, "v9.irecv");
+_Static_assert(offsetof(ncclNet_v9_t, test) == 13 * 8, "v9.test");
+_Static_assert(offsetof(ncclNet_v9_t, irecvConsumed) == 18 * 8, "v9.irecvConsumed");
+_Static_assert(offsetof(ncclNet_v9_t, makeVDevice) == 19 * 8, "v9.makeVDevice");
+
+_Static_assert(sizeof(ncclNet_v10_t) == 20 * sizeof(void *), "ncclNet_v10_t size");
+_Static_assert(offsetof(ncclNet_v10_t, init) == 1 * 8, "v10.init");
+_Static_assert(offsetof(ncclNet_v10_t, connect) == 5 * 8, "v10.connect");
+_Static_assert(offsetof(ncclNet_v10_t, regMr) == 7 * 8, "v10.regMr");
+_Static_assert(offsetof(ncclNet_v10_t, isend) == 10 * 8, "v10.isend");
+_Static_assert(offsetof(ncclNet_v10_t, irecv) == 11 * 8, "v10.irecv");
+_Static_assert(offsetof(ncclNet_v10_t, test) == 13 * 8, "v10.test");
+_Static_assert(offsetof(ncclNet_v10_t, irecvConsumed) == 18 * 8, "v10.irecvConsumed");
+_Static_assert(offsetof(ncclNet_v10_t, makeVDevice) == 19 * 8, "v10.makeVDevice");
 #endif
 
 #ifdef __cplusplus
