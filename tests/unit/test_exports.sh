@@ -1,12 +1,19 @@
 #!/bin/sh
-# The plugin exports its ncclNetPlugin_v* tables and nothing else: NCCL
-# looks them up by name, and any other global symbol could clash with the
-# application's.  Run from the build directory.
+# The plugin exports exactly its ncclNetPlugin_v10, _v9, _v8 and _v7 tables
+# and nothing else: NCCL looks them up by name (newest first), and any other
+# global symbol could clash with the application's.  Run from the build
+# directory.
 so=.libs/libnccl-net-collx.so
 [ -f "$so" ] || { echo "FAIL: $so not built"; exit 1; }
 syms=$(nm -D --defined-only "$so" | awk '{print $3}' | grep -v '^_' | sort)
-echo "exported: $syms"
-bad=$(echo "$syms" | grep -v '^ncclNetPlugin_v[0-9][0-9]*$' || true)
-if [ -n "$bad" ]; then echo "FAIL: unexpected exports: $bad"; exit 1; fi
-echo "$syms" | grep -qx 'ncclNetPlugin_v8' || { echo "FAIL: ncclNetPlugin_v8 not exported"; exit 1; }
-echo "PASS: only ncclNetPlugin_v* tables exported"
+echo "exported:" $syms
+want=$(printf '%s\n' ncclNetPlugin_v10 ncclNetPlugin_v7 ncclNetPlugin_v8 ncclNetPlugin_v9 | sort)
+rc=0
+for s in $want; do
+  echo "$syms" | grep -qx "$s" || { echo "FAIL: $s not exported"; rc=1; }
+done
+bad=$(echo "$syms" | grep -vx -e ncclNetPlugin_v7 -e ncclNetPlugin_v8 -e ncclNetPlugin_v9 \
+  -e ncclNetPlugin_v10 || true)
+if [ -n "$bad" ]; then echo "FAIL: unexpected exports:" $bad; rc=1; fi
+[ $rc -eq 0 ] && echo "PASS: exactly ncclNetPlugin_v10, _v9, _v8 and _v7 exported"
+exit $rc
