@@ -21,8 +21,9 @@
 #include "core/device.h"
 #include "util/params.h"
 
-/* The ncclNet ABI version the plugin exports (src/plugin/net_v8.c). */
-#define COLLX_INFO_NET_ABI 8
+/* The ncclNet ABI versions the plugin exports, newest first as NCCL tries
+ * them (src/plugin/net_v*.c; tests/unit/test_exports.sh keeps them honest). */
+#define COLLX_INFO_NET_ABIS "v10, v9, v8, v7"
 
 enum mode { MODE_DEVICES, MODE_PARAMS, MODE_VERSION, MODE_HELP };
 
@@ -54,7 +55,7 @@ static int run_help(const struct options *o) {
 
 static int run_version(const struct options *o) {
   printf("collx %s\n", PACKAGE_VERSION);
-  printf("ncclNet ABI: v%d\n", COLLX_INFO_NET_ABI);
+  printf("ncclNet ABI: %s\n", COLLX_INFO_NET_ABIS);
   return 0;
 }
 
@@ -139,7 +140,7 @@ static int run_devices(const struct options *o) {
     fprintf(stderr, "collx-info: no device: %s\n", no_device_reason());
     return 1;
   }
-  printf("collx %s, ncclNet ABI v%d: %d device%s\n", PACKAGE_VERSION, COLLX_INFO_NET_ABI, n,
+  printf("collx %s, ncclNet ABI %s: %d device%s\n", PACKAGE_VERSION, COLLX_INFO_NET_ABIS, n,
          n == 1 ? "" : "s");
   print_device_header();
   int rc = 0;
