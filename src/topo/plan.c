@@ -318,10 +318,11 @@ static hwloc_bitmap_t candidates(struct collx_plan *p, struct collx_plan_dev *d,
     char local[128], allowed[128];
     hwloc_bitmap_list_snprintf(local, sizeof local, d->cpuset);
     hwloc_bitmap_list_snprintf(allowed, sizeof allowed, p->allowed);
-    if (p->settings.affinity == COLLX_AFFINITY_AUTO)
+    if (p->settings.affinity == COLLX_AFFINITY_AUTO) {
       collx_plan_note(p, 1, "%s: none of its local CPUs (%s) is in the allowed cpuset (%s); "
                             "its threads use the allowed cpuset instead", d->name, local, allowed);
-    d->fallback = 1;
+      d->fallback = 1;
+    }
     hwloc_bitmap_copy(c, p->allowed);
   }
   return c;

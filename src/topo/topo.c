@@ -145,6 +145,14 @@ static hwloc_obj_t pci_ancestor(hwloc_obj_t o) {
   return o;
 }
 
+hwloc_obj_t collx_topo_lca(hwloc_obj_t a, hwloc_obj_t b) {
+  if (!a || !b) return NULL;
+  for (hwloc_obj_t x = a; x; x = x->parent)
+    for (hwloc_obj_t y = b; y; y = y->parent)
+      if (x == y) return x;
+  return NULL;
+}
+
 int collx_topo_list_nics(const struct collx_topo *t, char (*names)[COLLX_TOPO_NAME_LEN], int max) {
   int n = 0;
   for (hwloc_obj_t o = NULL; (o = hwloc_get_next_osdev(t->hw, o)) != NULL;) {

@@ -14,6 +14,10 @@ void collx_busid_format(const unsigned v[4], char *buf, size_t len);
 /* The PCI device of address `busid` in the topology, or NULL. */
 hwloc_obj_t collx_topo_pcidev(const struct collx_topo *t, const char *busid);
 
+/* The lowest common ancestor of two objects, I/O ones included (hwloc's
+ * helper compares depths, which I/O objects do not order). */
+hwloc_obj_t collx_topo_lca(hwloc_obj_t a, hwloc_obj_t b);
+
 /* Record a note in the plan (the pure planner's stand-in for logging). */
 void collx_plan_note(struct collx_plan *p, int warn, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

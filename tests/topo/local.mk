@@ -1,0 +1,17 @@
+# Topology tests.  test_plan: the planner on the real topologies of
+# ../shared/topologies (COLLX_TOPO_DIR overrides; the tests find them from
+# $srcdir, which automake's harness exports).  test_hwloc_ref.sh: every NIC's
+# NUMA nodes and cpuset against hwloc-calc, through collx-topo-dump.
+# test_bind: pinning and NIC-local memory on this machine.
+check_PROGRAMS += tests/topo/test_plan tests/topo/test_bind tests/topo/collx-topo-dump
+TESTS += tests/topo/test_plan tests/topo/test_hwloc_ref.sh tests/topo/test_bind
+EXTRA_DIST += tests/topo/test_hwloc_ref.sh
+
+tests_topo_test_plan_SOURCES = tests/topo/test_plan.c tests/topo/topo_test.h
+tests_topo_test_plan_LDADD = libcollx-core.la $(HWLOC_LDFLAGS) $(HWLOC_LIBS)
+
+tests_topo_test_bind_SOURCES = tests/topo/test_bind.c tests/topo/topo_test.h
+tests_topo_test_bind_LDADD = libcollx-core.la $(HWLOC_LDFLAGS) $(HWLOC_LIBS) -lpthread
+
+tests_topo_collx_topo_dump_SOURCES = tests/topo/collx-topo-dump.c
+tests_topo_collx_topo_dump_LDADD = libcollx-core.la $(HWLOC_LDFLAGS) $(HWLOC_LIBS)
