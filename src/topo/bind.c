@@ -6,6 +6,8 @@
 #include "topo/topo_internal.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <net/if.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -64,14 +66,35 @@ static void log_plan(const struct collx_plan *p) {
   }
 }
 
+/* Interface names may differ from hwloc's (renamed after boot, another
+ * namespace): give the planner each NIC's PCI address from sysfs when the
+ * caller did not.  Only meaningful when the topology is this machine. */
+static struct collx_plan_nic *with_sysfs_paths(const struct collx_topo *t,
+                                               const struct collx_plan_nic *nics, int n,
+                                               char (*store)[PATH_MAX]) {
+  struct collx_plan_nic *copy = malloc((size_t)n * sizeof *copy);
+  if (!copy) return NULL;
+  for (int i = 0; i < n; i++) {
+    copy[i] = nics[i];
+    char link[64 + IF_NAMESIZE];
+    snprintf(link, sizeof link, "/sys/class/net/%s/device", nics[i].name);
+    if (!copy[i].pci_path && t->this_system && realpath(link, store[i])) copy[i].pci_path = store[i];
+  }
+  return copy;
+}
+
 static struct collx_plan *make_process_plan(const struct collx_plan_nic *nics, int nnics) {
   const struct collx_topo *t = collx_topo_process();
   if (!t) return NULL;
   struct collx_plan_settings s;
   collx_plan_settings_from_env(&s);
   hwloc_bitmap_t allowed = process_allowed(t);
-  struct collx_plan *p = allowed ? collx_plan_make(t, nics, nnics, allowed, &s) : NULL;
+  char (*paths)[PATH_MAX] = calloc((size_t)nnics, sizeof *paths);
+  struct collx_plan_nic *in = paths ? with_sysfs_paths(t, nics, nnics, paths) : NULL;
+  struct collx_plan *p = allowed && in ? collx_plan_make(t, in, nnics, allowed, &s) : NULL;
   hwloc_bitmap_free(allowed);
+  free(in);
+  free(paths);
   if (!p) {
     COLLX_WARN("topology: no placement plan (out of memory); threads and buffers are not placed");
     return NULL;
@@ -94,6 +117,13 @@ const struct collx_plan *collx_topo_setup(const struct collx_plan_nic *nics, int
 
 const struct collx_plan *collx_topo_current_plan(void) {
   return __atomic_load_n(&process_plan, __ATOMIC_ACQUIRE);
+}
+
+void collx_topo_set_streams(int nstreams) {
+  pthread_mutex_lock(&setup_lock);
+  for (int i = 0; process_plan && nstreams > 0 && i < process_plan->ndevs; i++)
+    process_plan->devs[i].streams = nstreams;
+  pthread_mutex_unlock(&setup_lock);
 }
 
 void collx_topo_teardown(void) {

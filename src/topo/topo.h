@@ -227,6 +227,10 @@ void collx_plan_settings_from_env(struct collx_plan_settings *s);
  * when the topology cannot be loaded or memory runs out: run unplaced. */
 const struct collx_plan *collx_topo_setup(const struct collx_plan_nic *nics, int nnics);
 const struct collx_plan *collx_topo_current_plan(void);
+/* The streams per connection the transport really opens (its
+ * COLLX_NSTREAMS decision), so that the pin layout matches: call once after
+ * setup, before the first connection. */
+void collx_topo_set_streams(int nstreams);
 /* Forget the plan and the topology (after every buffer is freed). */
 void collx_topo_teardown(void);
 

@@ -7,6 +7,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* sched_getaffinity, CPU_* */
 #endif
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
@@ -97,7 +98,16 @@ static void test_live(void) {
   CHECK(p != NULL && p->topo->this_system, "plan of this machine");
   if (!p) return;
   CHECK(collx_topo_setup(nics, 1) == p && collx_topo_current_plan() == p, "one plan per process");
+  for (int i = 0; i < p->nnics; i++) { /* setup fills in sysfs PCI paths */
+    char link[128], real[PATH_MAX];
+    snprintf(link, sizeof link, "/sys/class/net/%s/device", p->nics[i].name);
+    if (realpath(link, real))
+      CHECK(!strcmp(p->nics[i].given_path, real) && p->nics[i].found,
+            "%s: PCI path %s from sysfs, found in the topology", p->nics[i].name, real);
+  }
+  collx_topo_set_streams(3);
   for (int d = 0; d < p->ndevs; d++) {
+    CHECK(p->devs[d].streams == 3, "the transport's stream count sets the layout");
     check_pinned(p, d, 0, 0);
     check_pinned(p, d, 1, 1);
     check_alloc(p, d);
