@@ -65,7 +65,7 @@ ncclResult_t shim_make_vdevice(int *d, int ndevs, const int *devs, int max_devs)
     return ncclSuccess;
   }
   if (ndevs < 1 || ndevs > max_devs) {
-    COLLX_WARN("makeVDevice: asked to fuse %d devices (1 to %d possible, %d devices exist)", ndevs,
+    COLLX_WARN("makeVDevice: asked to fuse %d devices (at most %d; %d device(s) exist)", ndevs,
                max_devs, n);
     return ncclInvalidUsage;
   }
@@ -73,9 +73,9 @@ ncclResult_t shim_make_vdevice(int *d, int ndevs, const int *devs, int max_devs)
   int len = 0;
   for (int i = 0; i < ndevs && len < (int)sizeof list; i++)
     len += snprintf(list + len, sizeof list - (size_t)len, "%s%d", i ? "," : "", devs[i]);
-  COLLX_WARN("makeVDevice: collx does not build virtual devices from NCCL's list (devices %s of "
-             "%d); merge NICs with COLLX_MERGE instead, and set NCCL_NET_MERGE_LEVEL=LOC so that "
-             "NCCL does not ask", list, n);
+  COLLX_WARN("makeVDevice: collx does not fuse devices on NCCL's request (asked for %s; %d "
+             "device(s) exist); merge NICs with COLLX_MERGE instead, and set "
+             "NCCL_NET_MERGE_LEVEL=LOC so that NCCL does not ask", list, n);
   return ncclInvalidUsage;
 }
 
