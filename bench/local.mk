@@ -1,0 +1,5 @@
+# bench/: the GPU all-reduce benchmark (collx against NCCL's Socket
+# transport).  Nothing here is built by `make`: bench/run.sh builds and runs
+# it on a machine with a GPU, NCCL and MPI.  `make dist` ships the sources so
+# that the tarball alone is enough there.
+EXTRA_DIST += bench/allreduce.c bench/run.sh bench/plot.py bench/README.md bench/NOTES.md
