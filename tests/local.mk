@@ -3,3 +3,5 @@
 # "N passed, N failed" summary.
 include tests/unit/local.mk
 include tests/driver/local.mk
+include tests/topo/local.mk
+include tests/deploy/local.mk
