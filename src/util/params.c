@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,8 +42,15 @@ long collx_param_int(enum collx_param_id id) {
   if (!collx_param_is_set(id)) return def;
   const char *s = getenv(param_table[id].name);
   if (parse_long(s, &v) != 0) {
-    static atomic_int warned[COLLX_P_COUNT];
-    if (atomic_exchange(&warned[id], 1) == 0)
+    /* Settings are read wherever they are needed: report each bad value
+     * once, not on every read. */
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static char reported[COLLX_P_COUNT][64];
+    pthread_mutex_lock(&lock);
+    int fresh = strncmp(reported[id], s, sizeof reported[id] - 1) != 0;
+    if (fresh) snprintf(reported[id], sizeof reported[id], "%s", s);
+    pthread_mutex_unlock(&lock);
+    if (fresh)
       COLLX_WARN("%s=\"%s\" is not a number; using the default %ld", param_table[id].name, s, def);
     return def;
   }
