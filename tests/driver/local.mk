@@ -1,0 +1,7 @@
+# Conformance driver: dlopens the built plugin (it does not link it) and
+# drives it through ncclNetPlugin_v8 the way NCCL's proxy thread does.
+# Run one case: tests/driver/conformance --case grouped; list: --list.
+check_PROGRAMS += tests/driver/conformance
+tests_driver_conformance_SOURCES = tests/driver/conformance.c
+tests_driver_conformance_LDADD = -ldl -lpthread
+TESTS += tests/driver/conformance
