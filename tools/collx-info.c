@@ -5,6 +5,12 @@
  *                         the interfaces behind each one
  *   collx-info --params   every COLLX_* setting, as a Markdown table
  *   collx-info --version  collx version and the ncclNet ABI it exports
+ *   collx-info --topology FILE [--ifaces a,b] [--json]
+ *                         the placement plan (merged devices, NUMA nodes,
+ *                         CPUs to pin to) and the GPU x NIC matrix for an
+ *                         hwloc XML export, with the COLLX_* settings in force
+ *   collx-info --gpus [--ifaces a,b] [--json]
+ *                         the GPU x NIC distance matrix of this host
  *
  * The tool links the core directly (no dlopen), so it answers with the very
  * code the plugin runs.  Adding an output mode means one entry in the option
@@ -19,18 +25,25 @@
 
 #include "core/core.h"
 #include "core/device.h"
+#include "topo/topo.h"
 #include "util/params.h"
 
 /* The ncclNet ABI versions the plugin exports, newest first as NCCL tries
  * them (src/plugin/net_v*.c; tests/unit/test_exports.sh keeps them honest). */
 #define COLLX_INFO_NET_ABIS "v10, v9, v8, v7"
 
-enum mode { MODE_DEVICES, MODE_PARAMS, MODE_VERSION, MODE_HELP };
+enum mode { MODE_DEVICES, MODE_PARAMS, MODE_VERSION, MODE_TOPOLOGY, MODE_GPUS, MODE_HELP };
+
+/* Interfaces --ifaces may name, and the topology modes may list. */
+#define COLLX_INFO_MAX_NICS 256
 
 /* Everything the command line asked for.  Modifiers that several modes
  * share (a topology file, JSON output) belong here next to `mode`. */
 struct options {
   enum mode mode;
+  const char *topology; /* --topology FILE */
+  const char *ifaces;   /* --ifaces a,b,...: the NICs in use (topology modes) */
+  int json;             /* --json: JSON instead of text (topology modes) */
 };
 
 /* ---- Output modes: each returns the process exit code ------------------- */
@@ -42,10 +55,22 @@ static void usage(FILE *out) {
           "\n"
           "      --params    print every COLLX_* setting as a Markdown table\n"
           "      --version   print the collx version and ncclNet ABI version\n"
+          "      --topology FILE\n"
+          "                  print the placement plan for the hwloc XML export FILE\n"
+          "                  (devices after COLLX_MERGE, NUMA nodes, the CPUs their\n"
+          "                  threads are pinned to under COLLX_CPU_AFFINITY) and its\n"
+          "                  GPU x NIC matrix; link speeds: COLLX_SPEED_MBPS or %d\n"
+          "      --gpus      print the GPU x NIC distance matrix of this host (GPUs\n"
+          "                  from the CUDA driver if present, else from hwloc)\n"
+          "      --ifaces a,b,...\n"
+          "                  with --topology or --gpus: the NICs in use (default:\n"
+          "                  every NIC of the file, or the discovered interfaces)\n"
+          "      --json      with --topology or --gpus: print JSON\n"
           "  -h, --help      print this help\n"
           "\n"
           "Without an option, list the devices as NCCL would see them.  Exit status\n"
-          "is 1 when no device qualifies (the reason goes to stderr).\n");
+          "is 1 when no device qualifies (the reason goes to stderr).\n",
+          COLLX_DEFAULT_SPEED_MBPS);
 }
 
 static int run_help(const struct options *o) {
@@ -157,14 +182,133 @@ static int run_devices(const struct options *o) {
   return rc;
 }
 
+/* ---- Topology modes ------------------------------------------------------- */
+
+/* Split "a,b,c" into names; returns the count (at most `max`). */
+static int split_ifaces(const char *list, char (*names)[COLLX_TOPO_NAME_LEN], int max) {
+  int n = 0;
+  for (const char *p = list; *p && n < max;) {
+    size_t len = strcspn(p, ",");
+    if (len > 0) snprintf(names[n++], COLLX_TOPO_NAME_LEN, "%.*s", (int)len, p);
+    p += len + (p[len] == ',');
+  }
+  return n;
+}
+
+/* The NICs in use for a plan of `t`: --ifaces, else every NIC of the file.
+ * An XML export records no link speed: COLLX_SPEED_MBPS, else the default
+ * the plugin reports for interfaces whose kernel has none. */
+static int topology_nics(const struct options *o, const struct collx_topo *t,
+                         char (*names)[COLLX_TOPO_NAME_LEN], struct collx_plan_nic *nics) {
+  int n = o->ifaces ? split_ifaces(o->ifaces, names, COLLX_INFO_MAX_NICS)
+                    : collx_topo_list_nics(t, names, COLLX_INFO_MAX_NICS);
+  if (n > COLLX_INFO_MAX_NICS) n = COLLX_INFO_MAX_NICS;
+  long speed = collx_param_int(COLLX_P_SPEED_MBPS);
+  for (int i = 0; i < n; i++)
+    nics[i] = (struct collx_plan_nic){names[i], speed > 0 ? (int)speed : COLLX_DEFAULT_SPEED_MBPS,
+                                      NULL};
+  return n;
+}
+
+/* The matrix after the plan (text), or both in one JSON object. */
+static void print_plan_and_matrix(const struct options *o, const struct collx_plan *p,
+                                  const struct collx_gpu_matrix *m) {
+  if (!o->json) {
+    collx_plan_print_text(stdout, p);
+    printf("\nGPU x NIC\n");
+    collx_gpu_matrix_print_text(stdout, m);
+    return;
+  }
+  printf("{\"plan\": ");
+  collx_plan_print_json(stdout, p);
+  printf(", \"gpu_nic\": ");
+  collx_gpu_matrix_print_json(stdout, m);
+  printf("}\n");
+}
+
+static int run_topology(const struct options *o) {
+  static char names[COLLX_INFO_MAX_NICS][COLLX_TOPO_NAME_LEN];
+  static struct collx_plan_nic nics[COLLX_INFO_MAX_NICS];
+  char why[512];
+  struct collx_topo *t = collx_topo_load(o->topology, why, sizeof why);
+  if (!t) {
+    fprintf(stderr, "collx-info: %s\n", why);
+    return 1;
+  }
+  int n = topology_nics(o, t, names, nics), rc = 1;
+  struct collx_plan_settings s;
+  collx_plan_settings_from_env(&s);
+  struct collx_plan *p = n > 0 ? collx_plan_make(t, nics, n, NULL, &s) : NULL;
+  struct collx_gpu_matrix m;
+  if (n == 0)
+    fprintf(stderr, "collx-info: %s has no network device (name some with --ifaces)\n", o->topology);
+  else if (!p || collx_gpu_matrix_make(t, p->nics, p->nnics, &m) != 0)
+    fprintf(stderr, "collx-info: out of memory planning %s\n", o->topology);
+  else {
+    print_plan_and_matrix(o, p, &m);
+    collx_gpu_matrix_free(&m);
+    rc = 0;
+  }
+  collx_plan_free(p);
+  collx_topo_destroy(t);
+  return rc;
+}
+
+/* This host's NICs: --ifaces, else every interface discovery chose. */
+static int host_nics(const struct options *o, const struct collx_topo *t,
+                     struct collx_nic_info *nics) {
+  static char names[COLLX_INFO_MAX_NICS][COLLX_TOPO_NAME_LEN];
+  struct collx_device *devs;
+  int n = 0, ndev = 0;
+  if (o->ifaces) {
+    int k = split_ifaces(o->ifaces, names, COLLX_INFO_MAX_NICS);
+    for (int i = 0; i < k; i++) n += collx_topo_nic_info(t, names[i], NULL, &nics[n]) == 0;
+    return n;
+  }
+  if (collx_devices_discover(&devs, &ndev, NULL) != 0) return -1;
+  for (int d = 0; d < ndev; d++)
+    for (int i = 0; i < devs[d].nmembers && n < COLLX_INFO_MAX_NICS; i++)
+      n += collx_topo_nic_info(t, devs[d].members[i].ifname, devs[d].members[i].pci_path,
+                               &nics[n]) == 0;
+  return n;
+}
+
+static int run_gpus(const struct options *o) {
+  static struct collx_nic_info nics[COLLX_INFO_MAX_NICS];
+  const struct collx_topo *t = collx_topo_process();
+  if (!t) {
+    fprintf(stderr, "collx-info: cannot load this host's topology\n");
+    return 1;
+  }
+  int n = host_nics(o, t, nics), rc = 1;
+  struct collx_gpu_matrix m;
+  if (n < 0)
+    fprintf(stderr, "collx-info: cannot list network interfaces\n");
+  else if (collx_gpu_matrix_make(t, nics, n, &m) != 0)
+    fprintf(stderr, "collx-info: out of memory\n");
+  else {
+    if (o->json) collx_gpu_matrix_print_json(stdout, &m);
+    else collx_gpu_matrix_print_text(stdout, &m);
+    collx_gpu_matrix_free(&m);
+    rc = 0;
+  }
+  for (int i = 0; i < n; i++) collx_nic_info_clear(&nics[i]);
+  collx_topo_teardown();
+  return rc;
+}
+
 /* ---- Command line --------------------------------------------------------- */
 
 /* Long options; `val` is what getopt_long returns, handled in parse_args. */
-enum { OPT_PARAMS = 256, OPT_VERSION };
+enum { OPT_PARAMS = 256, OPT_VERSION, OPT_TOPOLOGY, OPT_GPUS, OPT_IFACES, OPT_JSON };
 
 static const struct option long_opts[] = {
     {"params", no_argument, NULL, OPT_PARAMS},
     {"version", no_argument, NULL, OPT_VERSION},
+    {"topology", required_argument, NULL, OPT_TOPOLOGY},
+    {"gpus", no_argument, NULL, OPT_GPUS},
+    {"ifaces", required_argument, NULL, OPT_IFACES},
+    {"json", no_argument, NULL, OPT_JSON},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -178,12 +322,21 @@ static int parse_args(int argc, char **argv, struct options *o) {
     switch (c) {
       case OPT_PARAMS: o->mode = MODE_PARAMS; break;
       case OPT_VERSION: o->mode = MODE_VERSION; break;
+      case OPT_TOPOLOGY: o->mode = MODE_TOPOLOGY; o->topology = optarg; break;
+      case OPT_GPUS: o->mode = MODE_GPUS; break;
+      case OPT_IFACES: o->ifaces = optarg; break;
+      case OPT_JSON: o->json = 1; break;
       case 'h': o->mode = MODE_HELP; break;
       default: usage(stderr); return -1;  /* getopt already named the option */
     }
   }
   if (optind < argc) {
     fprintf(stderr, "collx-info: unexpected argument '%s'\n", argv[optind]);
+    usage(stderr);
+    return -1;
+  }
+  if ((o->ifaces || o->json) && o->mode != MODE_TOPOLOGY && o->mode != MODE_GPUS) {
+    fprintf(stderr, "collx-info: --ifaces and --json go with --topology or --gpus\n");
     usage(stderr);
     return -1;
   }
@@ -195,6 +348,8 @@ int main(int argc, char **argv) {
       [MODE_DEVICES] = run_devices,
       [MODE_PARAMS] = run_params,
       [MODE_VERSION] = run_version,
+      [MODE_TOPOLOGY] = run_topology,
+      [MODE_GPUS] = run_gpus,
       [MODE_HELP] = run_help,
   };
   struct options o;

@@ -3,9 +3,11 @@
 # $srcdir, which automake's harness exports).  test_hwloc_ref.sh: every NIC's
 # NUMA nodes and cpuset against hwloc-calc, through collx-topo-dump.
 # test_bind: pinning and NIC-local memory on this machine.
+# test_info_topology.sh: collx-info --topology/--gpus (text and JSON).
 check_PROGRAMS += tests/topo/test_plan tests/topo/test_bind tests/topo/collx-topo-dump
-TESTS += tests/topo/test_plan tests/topo/test_hwloc_ref.sh tests/topo/test_bind
-EXTRA_DIST += tests/topo/test_hwloc_ref.sh
+TESTS += tests/topo/test_plan tests/topo/test_hwloc_ref.sh tests/topo/test_bind \
+	tests/topo/test_info_topology.sh
+EXTRA_DIST += tests/topo/test_hwloc_ref.sh tests/topo/test_info_topology.sh
 
 tests_topo_test_plan_SOURCES = tests/topo/test_plan.c tests/topo/topo_test.h
 tests_topo_test_plan_LDADD = libcollx-core.la $(HWLOC_LDFLAGS) $(HWLOC_LIBS)

@@ -1,0 +1,59 @@
+#!/bin/sh
+# collx-info --topology FILE [--ifaces] [--json] and --gpus: the plan and the
+# GPU x NIC matrix through the tool.  Runs from the build directory;
+# COLLX_INFO may point at another binary.
+info=${COLLX_INFO:-./collx-info}
+dir=${COLLX_TOPO_DIR:-${srcdir:-.}/../shared/topologies}
+fail=0
+
+if [ ! -x "$info" ]; then
+  echo "FAIL: $info not found (run from the build directory)"
+  exit 1
+fi
+if [ ! -d "$dir" ]; then
+  echo "SKIP: no topologies in $dir (set COLLX_TOPO_DIR)"
+  exit 77
+fi
+unset COLLX_CPU_AFFINITY COLLX_MERGE COLLX_NSTREAMS COLLX_SPEED_MBPS COLLX_TOPO_XML HWLOC_XMLFILE
+
+check() { # description, command...
+  what=$1
+  shift
+  if ! "$@"; then
+    echo "FAIL: $what"
+    fail=1
+  fi
+}
+
+xml=$dir/24em64t-2n6c2t-pci.xml
+out=$(COLLX_MERGE=auto "$info" --topology "$xml")
+check "text plan names the merged device" \
+  sh -c 'printf "%s\n" "$1" | grep -q "^device 0  eth0+eth1$"' sh "$out"
+check "text plan has the GPU x NIC matrix" \
+  sh -c 'printf "%s\n" "$1" | grep -Eq "^gpu0 0000:06:00.0 +host-bridge"' sh "$out"
+
+out=$("$info" --topology "$xml" --ifaces eth1,eth2)
+check "--ifaces limits the plan" \
+  sh -c 'printf "%s\n" "$1" | grep -c "^device " | grep -qx 2' sh "$out"
+
+if command -v python3 >/dev/null 2>&1; then
+  json=$(COLLX_MERGE=eth0+eth2 "$info" --topology "$xml" --json)
+  check "--json: explicit merge, matrix" python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+devs = [x["name"] for x in d["plan"]["devices"]]
+assert devs == ["eth0+eth2", "eth1", "ib0"], devs
+assert d["plan"]["devices"][0]["speed_mbps"] == 20000
+assert len(d["gpu_nic"]["gpus"]) == 3 and d["gpu_nic"]["nics"] == ["eth0", "eth1", "eth2", "ib0"]
+' "$json"
+  json=$("$info" --gpus --json)
+  check "--gpus --json parses" python3 -c 'import json, sys; json.loads(sys.argv[1])' "$json"
+fi
+
+"$info" --topology "$dir/no-such-file.xml" >/dev/null 2>&1
+check "a missing file fails" test $? -eq 1
+"$info" --json >/dev/null 2>&1
+check "--json alone is a usage error" test $? -eq 2
+
+[ $fail -eq 0 ] && echo "test_info_topology: ok"
+exit $fail
