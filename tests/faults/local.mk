@@ -1,0 +1,9 @@
+# Fault tests: a peer killed, frozen or cut off mid-transfer, a rank idle for
+# 3 x COLLX_TIMEOUT, stray clients on accept, garbage handles, API misuse,
+# close with requests in flight + dlclose.  Like the conformance driver it
+# dlopens the built plugin; it prints "N passed, N failed, N skipped".
+# One case: tests/faults/faults --case stray-clients; list: --list.
+check_PROGRAMS += tests/faults/faults
+tests_faults_faults_SOURCES = tests/faults/faults.c
+tests_faults_faults_LDADD = -ldl -lpthread
+TESTS += tests/faults/faults
