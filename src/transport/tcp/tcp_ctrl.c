@@ -133,7 +133,7 @@ static int ctrl_accept_record(struct tcp_comm *c, const struct wire_ctrl *m, con
   struct tcp_cts_slot *slot = &c->cts[m->seq % COLLX_MAX_REQUESTS];
   /* The receiver posts seq only after seq-32 completed, which needs this
    * slot consumed: an occupied slot means the peer broke the protocol. */
-  if (slot->valid) {
+  if (atomic_load_explicit(&slot->valid, memory_order_acquire)) {
     *why = "CTS for a receive slot still in use";
     return -1;
   }
@@ -141,7 +141,7 @@ static int ctrl_accept_record(struct tcp_comm *c, const struct wire_ctrl *m, con
   slot->n = m->n;
   slot->matched = 0;
   memcpy(slot->e, m->e, sizeof slot->e);
-  slot->valid = 1;
+  atomic_store_explicit(&slot->valid, 1, memory_order_release);
   return 0;
 }
 

@@ -119,7 +119,11 @@ static void *rx_thread(void *arg) {
     struct pollfd p = {.fd = s->fd, .events = POLLIN};
     int n = poll(&p, 1, TCP_POLL_MS);
     if (n <= 0) continue;
-    pthread_mutex_lock(&s->lock);
+    /* A caller spinning in test may be reading this stream already. */
+    if (pthread_mutex_trylock(&s->lock) != 0) {
+      sched_yield();
+      continue;
+    }
     rx_pump(s);
     pthread_mutex_unlock(&s->lock);
   }
@@ -297,7 +301,8 @@ ncclResult_t tcp_isend(struct tcp_comm *c, void *data, size_t size, int tag,
   tcp_ctrl_drain(c);
   if (atomic_load(&c->error)) return tcp_comm_error(c);
   struct tcp_cts_slot *slot = &c->cts[c->send_seq % COLLX_MAX_REQUESTS];
-  if (!slot->valid || slot->seq != c->send_seq) return ncclSuccess; /* receiver not ready */
+  if (!atomic_load_explicit(&slot->valid, memory_order_acquire) || slot->seq != c->send_seq)
+    return ncclSuccess; /* receiver not ready */
   int idx = -1;
   for (int i = 0; i < slot->n; i++)
     if (!(slot->matched & (1u << i)) && slot->e[i].tag == tag) {
@@ -315,7 +320,7 @@ ncclResult_t tcp_isend(struct tcp_comm *c, void *data, size_t size, int tag,
   uint64_t cap = slot->e[idx].size;
   slot->matched |= 1u << idx;
   if (__builtin_popcount(slot->matched) == slot->n) {
-    slot->valid = 0;
+    atomic_store_explicit(&slot->valid, 0, memory_order_release);
     c->send_seq++;
   }
   if (size > cap) {
@@ -336,9 +341,14 @@ ncclResult_t tcp_isend(struct tcp_comm *c, void *data, size_t size, int tag,
   atomic_store(&r->pieces_done, 0);
   pthread_mutex_lock(&c->q_lock);
   collx_list_add_tail(&c->queue, &r->qnode);
-  pthread_cond_broadcast(&c->q_cond);
   pthread_mutex_unlock(&c->q_lock);
+  /* A small message is written here and now; wake the stream threads only
+   * for what is left (a futex wake and a thread hop cost more than the
+   * write itself). */
   if (size <= TCP_INLINE_MAX) tx_pump_inline(c);
+  pthread_mutex_lock(&c->q_lock);
+  if (!collx_list_empty(&c->queue)) pthread_cond_broadcast(&c->q_cond);
+  pthread_mutex_unlock(&c->q_lock);
   *out = r;
   return ncclSuccess;
 }

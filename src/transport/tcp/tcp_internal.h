@@ -73,7 +73,10 @@ struct tcp_stream {
 
 /* The CTS records a sender has received, indexed by seq % MAX_REQUESTS. */
 struct tcp_cts_slot {
-  int valid;
+  /* Filled by whichever thread drains the control socket (the watchdog or
+   * isend), then published with a release store of `valid`; consumed and
+   * cleared by isend. */
+  atomic_int valid;
   uint32_t seq;
   int n;
   struct wire_cts_entry e[COLLX_MAX_RECVS];
