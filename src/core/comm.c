@@ -10,6 +10,7 @@
 
 #include "core/core.h"
 #include "core/handle.h"
+#include "topo/topo.h"
 #include "transport/tcp/tcp.h"
 #include "transport/tcp/tcp_internal.h"
 #include "util/log.h"
@@ -34,14 +35,19 @@ ncclResult_t collx_connect(int dev, void *handle, void **send_comm) {
   const struct collx_device *d = collx_device_get(dev);
   CHECK_ARG(d, "connect: no device %d", dev);
   CHECK_ARG(handle && send_comm, "connect: NULL handle or comm pointer");
-  return tcp_connect(d, dev, (struct collx_handle *)handle, (struct tcp_comm **)send_comm);
+  ncclResult_t res = tcp_connect(d, dev, (struct collx_handle *)handle, (struct tcp_comm **)send_comm);
+  /* NCCL's proxy thread has the GPU's context current here. */
+  if (res == ncclSuccess && *send_comm) collx_topo_log_gpu_locality(dev);
+  return res;
 }
 
 ncclResult_t collx_accept(void *listen_comm, void **recv_comm) {
   CHECK_ARG(recv_comm, "accept: NULL comm pointer");
   *recv_comm = NULL;
   CHECK_ARG(tcp_is_listen(listen_comm), "accept: %p is not a listening comm", listen_comm);
-  return tcp_accept(listen_comm, (struct tcp_comm **)recv_comm);
+  ncclResult_t res = tcp_accept(listen_comm, (struct tcp_comm **)recv_comm);
+  if (res == ncclSuccess && *recv_comm) collx_topo_log_gpu_locality(((struct tcp_comm *)*recv_comm)->dev);
+  return res;
 }
 
 /* Host memory needs no registration; the handle only records what kind of

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "topo/topo.h"
 #include "util/ifmatch.h"
 #include "util/log.h"
 #include "util/params.h"
@@ -334,6 +335,39 @@ static void explain_none(const struct cand *c, int n, const struct filter *f, ch
   append(buf, len, ")");
 }
 
+/* ---- Placement: merged devices from the topology plan --------------------- */
+
+/* Hand the interfaces to the placement planner (src/topo) and rebuild the
+ * device list from its plan: one device per plan entry, in plan order, so
+ * that NCCL's device index d is the plan's device d.  Without a plan (no
+ * topology) every interface stays a device of its own. */
+static int apply_plan(struct collx_device *devs, int n) {
+  struct collx_plan_nic nics[COLLX_MAX_DEVICES];
+  for (int i = 0; i < n; i++)
+    nics[i] = (struct collx_plan_nic){devs[i].name, devs[i].speed_mbps, devs[i].pci_path};
+  const struct collx_plan *p = collx_topo_setup(nics, n);
+  if (!p || p->ndevs < 1) return n;
+  static struct collx_device planned[COLLX_MAX_DEVICES];
+  int nd = 0;
+  for (int d = 0; d < p->ndevs && nd < COLLX_MAX_DEVICES; d++) {
+    const struct collx_plan_dev *pd = &p->devs[d];
+    struct collx_device *m = &planned[nd++];
+    const struct collx_device *first = &devs[pd->member[0]];
+    *m = *first;
+    if (pd->nmembers == 1) continue; /* a device of its own: keep its sysfs pciPath */
+    snprintf(m->name, sizeof m->name, "%s", pd->name);
+    m->nmembers = pd->nmembers < COLLX_MAX_MEMBERS ? pd->nmembers : COLLX_MAX_MEMBERS;
+    for (int j = 0; j < m->nmembers; j++) m->members[j] = devs[pd->member[j]].members[0];
+    m->speed_mbps = pd->speed_mbps;
+    m->pci_path = pd->pci_path[0] ? strdup(pd->pci_path) : first->pci_path;
+    m->guid = first->guid ^ make_guid(m->name);
+    COLLX_INFO(COLLX_LOG_INIT, "device %d: %s merges %d interfaces, %d Mbps, pci %s", nd - 1,
+               m->name, m->nmembers, m->speed_mbps, m->pci_path ? m->pci_path : "none");
+  }
+  memcpy(devs, planned, sizeof(struct collx_device) * (size_t)nd);
+  return nd;
+}
+
 /* ---- Discovery, once per process ----------------------------------------- */
 
 static pthread_mutex_t disc_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -374,7 +408,7 @@ static int discover_locked(void) {
   for (int i = 0; i < k; i++)
     make_device(&disc_devs[i], i, c[chosen[i]].name, pick_addr(&c[chosen[i]], f.family, allow_ll),
                 speed_override);
-  disc_ndev = k;
+  disc_ndev = k > 0 ? apply_plan(disc_devs, k) : 0;
   if (k == 0) explain_none(c, n, &f, disc_why, sizeof disc_why);
   free(chosen);
   free(c);

@@ -11,6 +11,7 @@
 #include "core/comm.h"
 #include "core/core.h"
 #include "core/device.h"
+#include "topo/topo.h"
 #include "transport/tcp/tcp.h"
 #include "util/log.h"
 #include "util/params.h"
@@ -48,6 +49,7 @@ static void configure_transport(void) {
                            .connect_timeout_s = cto > 0 ? (int)cto : 5,
                            .timeout_s = (int)collx_param_int(COLLX_P_TIMEOUT)};
   tcp_configure(&cfg);
+  collx_topo_set_streams((int)nstreams); /* the pin layout follows the real count */
   COLLX_INFO(COLLX_LOG_INIT, "%ld streams per connection, pieces up to %ld bytes", nstreams, piece);
 }
 

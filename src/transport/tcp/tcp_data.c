@@ -22,6 +22,7 @@
 #include "sock.h"
 #include "stripe.h"
 #include "tcp_internal.h"
+#include "topo/topo.h"
 #include "util/log.h"
 
 atomic_int tcp_live_threads;
@@ -115,6 +116,7 @@ static void rx_pump(struct tcp_stream *s) {
 static void *rx_thread(void *arg) {
   struct tcp_stream *s = arg;
   struct tcp_comm *c = s->comm;
+  collx_topo_pin_self(c->dev, c->serial, s->index);
   while (!atomic_load(&c->stop) && !atomic_load(&c->error)) {
     struct pollfd p = {.fd = s->fd, .events = POLLIN};
     int n = poll(&p, 1, TCP_POLL_MS);
@@ -216,6 +218,7 @@ static void tx_wait_for_work(struct tcp_comm *c) {
 static void *tx_thread(void *arg) {
   struct tcp_stream *s = arg;
   struct tcp_comm *c = s->comm;
+  collx_topo_pin_self(c->dev, c->serial, s->index);
   while (!atomic_load(&c->stop)) {
     pthread_mutex_lock(&s->lock);
     enum tx_state st = tx_pump(s);
@@ -441,7 +444,10 @@ static void close_fds(int ctrl_fd, int n, const int *fds) {
 ncclResult_t tcp_comm_start(int is_send, int dev, const char *devname, const char *peer,
                             int ctrl_fd, int nstreams, const int *stream_fds,
                             size_t max_piece, struct tcp_comm **out) {
-  struct tcp_comm *c = calloc(1, sizeof *c);
+  /* The comm holds the request pool and the stream state, which the stream
+   * threads touch for every piece: keep it on the NIC's NUMA node. */
+  struct tcp_comm *c = collx_topo_alloc_local(dev, sizeof *c);
+  if (c) memset(c, 0, sizeof *c);
   if (!c) {
     close_fds(ctrl_fd, nstreams, stream_fds);
     COLLX_WARN("out of memory for a comm with %s", peer);
@@ -449,6 +455,10 @@ ncclResult_t tcp_comm_start(int is_send, int dev, const char *devname, const cha
   }
   c->magic = is_send ? TCP_MAGIC_SEND : TCP_MAGIC_RECV;
   c->dev = dev;
+  /* Connections of one device count up together, send and receive alike,
+   * so that the placement plan spreads their threads over its cores. */
+  static atomic_uint serials[COLLX_MAX_DEVICES];
+  c->serial = atomic_fetch_add(&serials[dev % COLLX_MAX_DEVICES], 1);
   snprintf(c->devname, sizeof c->devname, "%s", devname);
   snprintf(c->peer, sizeof c->peer, "%s", peer);
   c->ctrl_fd = ctrl_fd;
@@ -518,7 +528,7 @@ void tcp_comm_close(struct tcp_comm *c) {
   pthread_mutex_destroy(&c->ctrl_tx_lock);
   for (int i = 0; i < COLLX_MAX_REQUESTS; i++) c->reqs[i].magic = TCP_MAGIC_DEAD;
   c->magic = TCP_MAGIC_DEAD;
-  free(c);
+  collx_topo_free_local(c);
 }
 
 int tcp_is_send_comm(const void *p) { return p && ((const struct tcp_comm *)p)->magic == TCP_MAGIC_SEND; }

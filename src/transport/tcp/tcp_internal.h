@@ -86,6 +86,7 @@ struct tcp_cts_slot {
 struct tcp_comm {
   uint32_t magic;         /* TCP_MAGIC_SEND / TCP_MAGIC_RECV */
   int dev;
+  unsigned serial;        /* this comm's number among its device's comms */
   char peer[64];          /* peer address, for messages */
   char devname[128];
   int ctrl_fd;
