@@ -49,6 +49,7 @@ static void configure_transport(void) {
                            .connect_timeout_s = cto > 0 ? (int)cto : 5,
                            .timeout_s = (int)collx_param_int(COLLX_P_TIMEOUT)};
   tcp_configure(&cfg);
+  tcp_set_spin_us((int)collx_param_int(COLLX_P_SPIN_US));
   collx_topo_set_streams((int)nstreams); /* the pin layout follows the real count */
   COLLX_INFO(COLLX_LOG_INIT, "%ld streams per connection, pieces up to %ld bytes", nstreams, piece);
 }

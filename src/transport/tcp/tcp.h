@@ -23,6 +23,8 @@ struct tcp_config {
   int timeout_s;      /* COLLX_TIMEOUT: silent peer declared dead (0: never) */
 };
 void tcp_configure(const struct tcp_config *cfg);
+/* COLLX_SPIN_US: how long stream threads poll after data before sleeping. */
+void tcp_set_spin_us(int us);
 /* Streams per connection when COLLX_NSTREAMS is 0. */
 int tcp_default_nstreams(int speed_mbps, int ncores);
 

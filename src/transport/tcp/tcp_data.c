@@ -6,8 +6,9 @@
  * it is posted: isend cuts the message into pieces and queues it, and any
  * idle stream takes the next piece, so a fast stream carries more than a slow
  * one and every posted request moves at once.  Small messages are written by
- * the posting thread itself (one sendmsg of header plus payload) and test()
- * reads inline, so the latency path crosses no thread hand-off.
+ * the posting thread itself (one sendmsg of header plus payload), and each
+ * stream's thread, its only reader, spins briefly after data so that the
+ * next message of a burst needs no wake-up.
  */
 #include <errno.h>
 #include <poll.h>
@@ -31,6 +32,9 @@ atomic_int tcp_live_threads;
 #define TCP_INLINE_MAX (64 * 1024)
 /* How long a stream thread sleeps in poll before re-checking for close. */
 #define TCP_POLL_MS 100
+
+static double spin_seconds = 50e-6;
+void tcp_set_spin_us(int us) { spin_seconds = us > 0 ? us * 1e-6 : 0; }
 
 /* ---- errors -------------------------------------------------------------- */
 
@@ -87,47 +91,94 @@ static int rx_accept_header(struct tcp_stream *s) {
   return 0;
 }
 
-/* Read whatever has arrived on the stream.  Caller holds s->lock. */
-static void rx_pump(struct tcp_stream *s) {
-  struct tcp_comm *c = s->comm;
-  while (!atomic_load(&c->error)) {
-    enum sock_io io;
-    if (!s->rx_req) {
-      io = sock_recv_some(s->fd, &s->rx_hdr, sizeof s->rx_hdr, &s->rx_hdr_done);
-      if (io != SOCK_IO_DONE) goto stalled;
-      s->rx_hdr_done = 0;
-      if (rx_accept_header(s) != 0) return;
-      continue;
-    }
-    struct wire_piece *h = &s->rx_hdr;
-    struct tcp_entry *e = &s->rx_req->e[h->idx];
-    io = sock_recv_some(s->fd, e->buf + h->offset, h->len, &s->rx_done);
-    if (io != SOCK_IO_DONE) goto stalled;
-    entry_account(s->rx_req, h->idx, h->len);
-    s->rx_req = NULL;
-    continue;
-  stalled:
-    if (io == SOCK_IO_AGAIN) return;
-    tcp_comm_fail(c, ncclRemoteError, tcp_io_reason(io));
-    return;
-  }
+/* Payload still owed to the current piece, served from the staging buffer
+ * first.  Returns 1 when the piece is complete. */
+static int rx_copy_staged(struct tcp_stream *s) {
+  struct wire_piece *h = &s->rx_hdr;
+  struct tcp_entry *e = &s->rx_req->e[h->idx];
+  size_t want = h->len - s->rx_done;
+  size_t have = s->stage_len - s->stage_pos;
+  size_t n = want < have ? want : have;
+  memcpy(e->buf + h->offset + s->rx_done, s->stage + s->stage_pos, n);
+  s->stage_pos += n;
+  s->rx_done += n;
+  return s->rx_done == h->len;
 }
 
+/* Make progress on the stream without blocking: parse what is staged, read
+ * more.  Small pieces arrive with their header in one recv into the
+ * staging buffer; the bulk of a large piece goes straight from the socket
+ * into the receive buffer.  Returns 1 if any byte arrived. */
+static int rx_pump(struct tcp_stream *s) {
+  struct tcp_comm *c = s->comm;
+  int progress = 0;
+  while (!atomic_load(&c->error)) {
+    if (!s->rx_req && s->stage_len - s->stage_pos >= sizeof s->rx_hdr) {
+      memcpy(&s->rx_hdr, s->stage + s->stage_pos, sizeof s->rx_hdr);
+      s->stage_pos += sizeof s->rx_hdr;
+      if (rx_accept_header(s) != 0) return progress;
+      continue;
+    }
+    if (s->rx_req && s->stage_pos < s->stage_len) {
+      if (rx_copy_staged(s)) {
+        entry_account(s->rx_req, s->rx_hdr.idx, s->rx_hdr.len);
+        s->rx_req = NULL;
+      }
+      continue;
+    }
+    /* The staged bytes are used up (or hold less than a header). */
+    enum sock_io io;
+    size_t owed = s->rx_req ? s->rx_hdr.len - s->rx_done : 0;
+    if (owed >= TCP_STAGE_SIZE / 2) {
+      struct tcp_entry *e = &s->rx_req->e[s->rx_hdr.idx];
+      size_t before = s->rx_done;
+      io = sock_recv_some(s->fd, e->buf + s->rx_hdr.offset, s->rx_hdr.len, &s->rx_done);
+      progress |= s->rx_done > before;
+      if (io == SOCK_IO_DONE) {
+        entry_account(s->rx_req, s->rx_hdr.idx, s->rx_hdr.len);
+        s->rx_req = NULL;
+        continue;
+      }
+    } else {
+      if (s->stage_pos > 0) {
+        memmove(s->stage, s->stage + s->stage_pos, s->stage_len - s->stage_pos);
+        s->stage_len -= s->stage_pos;
+        s->stage_pos = 0;
+      }
+      size_t before = s->stage_len;
+      io = sock_recv_some(s->fd, s->stage, TCP_STAGE_SIZE, &s->stage_len);
+      progress |= s->stage_len > before;
+      if (s->stage_len > before) continue; /* parse it, even if the socket is now dry */
+    }
+    if (io == SOCK_IO_AGAIN) return progress;
+    if (io != SOCK_IO_DONE) {
+      tcp_comm_fail(c, ncclRemoteError, tcp_io_reason(io));
+      return progress;
+    }
+  }
+  return progress;
+}
+
+/* Each stream has one reader, its thread.  After data it keeps polling the
+ * socket without sleeping for COLLX_SPIN_US, so the next message of a burst
+ * is read at once instead of after a wake-up (costly in VMs); then it
+ * sleeps in poll until data comes. */
 static void *rx_thread(void *arg) {
   struct tcp_stream *s = arg;
   struct tcp_comm *c = s->comm;
   collx_topo_pin_self(c->dev, c->serial, s->index);
+  double spin_until = 0;
   while (!atomic_load(&c->stop) && !atomic_load(&c->error)) {
-    struct pollfd p = {.fd = s->fd, .events = POLLIN};
-    int n = poll(&p, 1, TCP_POLL_MS);
-    if (n <= 0) continue;
-    /* A caller spinning in test may be reading this stream already. */
-    if (pthread_mutex_trylock(&s->lock) != 0) {
+    if (rx_pump(s)) {
+      spin_until = tcp_now() + spin_seconds;
+      continue;
+    }
+    if (spin_seconds > 0 && tcp_now() < spin_until) {
       sched_yield();
       continue;
     }
-    rx_pump(s);
-    pthread_mutex_unlock(&s->lock);
+    struct pollfd p = {.fd = s->fd, .events = POLLIN};
+    poll(&p, 1, TCP_POLL_MS);
   }
   atomic_fetch_sub(&tcp_live_threads, 1);
   return NULL;
@@ -245,15 +296,6 @@ static void tx_pump_inline(struct tcp_comm *c) {
   }
 }
 
-static void rx_pump_inline(struct tcp_comm *c) {
-  for (int i = 0; i < c->nstreams; i++) {
-    struct tcp_stream *s = &c->streams[i];
-    if (pthread_mutex_trylock(&s->lock) != 0) continue;
-    rx_pump(s);
-    pthread_mutex_unlock(&s->lock);
-  }
-}
-
 /* ---- sends ---------------------------------------------------------------- */
 
 static struct tcp_req *req_alloc(struct tcp_comm *c) {
@@ -301,9 +343,12 @@ ncclResult_t tcp_isend(struct tcp_comm *c, void *data, size_t size, int tag,
                        struct tcp_req **out) {
   *out = NULL;
   if (atomic_load(&c->error)) return tcp_comm_error(c);
-  tcp_ctrl_drain(c);
-  if (atomic_load(&c->error)) return tcp_comm_error(c);
   struct tcp_cts_slot *slot = &c->cts[c->send_seq % COLLX_MAX_REQUESTS];
+  /* Read the control socket only when the CTS we need is not in yet. */
+  if (!atomic_load_explicit(&slot->valid, memory_order_acquire)) {
+    tcp_ctrl_drain(c);
+    if (atomic_load(&c->error)) return tcp_comm_error(c);
+  }
   if (!atomic_load_explicit(&slot->valid, memory_order_acquire) || slot->seq != c->send_seq)
     return ncclSuccess; /* receiver not ready */
   int idx = -1;
@@ -403,13 +448,9 @@ ncclResult_t tcp_test(struct tcp_req *r, int *done, size_t *sizes) {
     COLLX_WARN("test called on a request that is not in flight (already completed?)");
     return ncclInvalidArgument;
   }
-  if (!req_is_done(r)) {
-    if (c->magic == TCP_MAGIC_SEND) {
-      if (r->size <= TCP_INLINE_MAX) tx_pump_inline(c);
-    } else {
-      rx_pump_inline(c);
-    }
-  }
+  /* Receives are read by the stream threads; a small send still queued
+   * (its stream was busy) can be pushed by the caller. */
+  if (!req_is_done(r) && c->magic == TCP_MAGIC_SEND && r->size <= TCP_INLINE_MAX) tx_pump_inline(c);
   if (req_is_done(r)) {
     ncclResult_t res = (ncclResult_t)atomic_load(&r->error);
     if (sizes) {

@@ -11,6 +11,8 @@
 #include "wire.h"
 
 #define TCP_MAX_STREAMS 16
+/* Receive staging per stream: a header and a small message in one recv. */
+#define TCP_STAGE_SIZE (64 * 1024)
 
 /* Type tags at the start of every object handed to NCCL, so that a wrong or
  * stale pointer is recognised instead of being used. */
@@ -64,11 +66,12 @@ struct tcp_stream {
   struct tcp_req *tx_req;
   struct wire_piece tx_hdr;
   size_t tx_done;         /* bytes of header + payload written */
-  /* receive side: the piece being read */
+  /* receive side (the stream thread only): the piece being read */
   struct wire_piece rx_hdr;
-  size_t rx_hdr_done;
   struct tcp_req *rx_req;
   size_t rx_done;         /* payload bytes read */
+  size_t stage_pos, stage_len;
+  char stage[TCP_STAGE_SIZE]; /* headers and small payloads, read in one go */
 };
 
 /* The CTS records a sender has received, indexed by seq % MAX_REQUESTS. */
