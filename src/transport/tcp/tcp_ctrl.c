@@ -191,6 +191,7 @@ static void watch_one(struct tcp_comm *c, double now) {
 
 static void *watchdog(void *arg) {
   (void)arg;
+  pthread_setname_np(pthread_self(), "cx-watchdog");
   while (!atomic_load(&wd_stop)) {
     double now = tcp_now();
     struct collx_list *pos, *tmp;

@@ -91,6 +91,15 @@ static int rx_accept_header(struct tcp_stream *s) {
   return 0;
 }
 
+/* Name the thread (top -H, /proc/PID/task/TID/comm: "cx-rx3.1" is stream 1
+ * of connection 3) and pin it where the placement plan says. */
+static void stream_thread_setup(struct tcp_stream *s, const char *dir) {
+  char name[16];
+  snprintf(name, sizeof name, "cx-%s%u.%d", dir, s->comm->serial % 1000, s->index);
+  pthread_setname_np(pthread_self(), name);
+  collx_topo_pin_self(s->comm->dev, s->comm->serial, s->index);
+}
+
 /* Payload still owed to the current piece, served from the staging buffer
  * first.  Returns 1 when the piece is complete. */
 static int rx_copy_staged(struct tcp_stream *s) {
@@ -166,7 +175,7 @@ static int rx_pump(struct tcp_stream *s) {
 static void *rx_thread(void *arg) {
   struct tcp_stream *s = arg;
   struct tcp_comm *c = s->comm;
-  collx_topo_pin_self(c->dev, c->serial, s->index);
+  stream_thread_setup(s, "rx");
   double spin_until = 0;
   while (!atomic_load(&c->stop) && !atomic_load(&c->error)) {
     if (rx_pump(s)) {
@@ -269,7 +278,7 @@ static void tx_wait_for_work(struct tcp_comm *c) {
 static void *tx_thread(void *arg) {
   struct tcp_stream *s = arg;
   struct tcp_comm *c = s->comm;
-  collx_topo_pin_self(c->dev, c->serial, s->index);
+  stream_thread_setup(s, "tx");
   while (!atomic_load(&c->stop)) {
     pthread_mutex_lock(&s->lock);
     enum tx_state st = tx_pump(s);
