@@ -109,3 +109,17 @@ enum sock_io sock_recv_some(int fd, void *buf, size_t len, size_t *done) {
   }
   return SOCK_IO_DONE;
 }
+
+enum sock_io sock_recv_once(int fd, void *buf, size_t len, size_t *done) {
+  for (;;) {
+    ssize_t n = recv(fd, (char *)buf + *done, len - *done, MSG_DONTWAIT);
+    if (n > 0) {
+      *done += (size_t)n;
+      return SOCK_IO_DONE;
+    }
+    if (n == 0) return SOCK_IO_EOF;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return SOCK_IO_AGAIN;
+    return SOCK_IO_ERROR;
+  }
+}

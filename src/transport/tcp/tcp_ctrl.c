@@ -145,22 +145,29 @@ static int ctrl_accept_record(struct tcp_comm *c, const struct wire_ctrl *m, con
   return 0;
 }
 
+/* Read every control record that has arrived, in as few recv calls as
+ * the socket allows. */
 void tcp_ctrl_drain(struct tcp_comm *c) {
   if (pthread_mutex_trylock(&c->ctrl_rx_lock) != 0) return;
+  const size_t rec = sizeof(struct wire_ctrl);
   while (!atomic_load(&c->error)) {
-    enum sock_io io = sock_recv_some(c->ctrl_fd, &c->ctrl_rx, sizeof c->ctrl_rx, &c->ctrl_rx_done);
+    enum sock_io io = sock_recv_once(c->ctrl_fd, c->ctrl_rx, sizeof c->ctrl_rx, &c->ctrl_rx_done);
     if (io == SOCK_IO_AGAIN) break;
     if (io != SOCK_IO_DONE) {
       tcp_comm_fail(c, ncclRemoteError, tcp_io_reason(io));
       break;
     }
-    c->ctrl_rx_done = 0;
     atomic_store(&c->last_heard, tcp_now());
+    size_t whole = c->ctrl_rx_done / rec * rec;
     const char *why = NULL;
-    if (ctrl_accept_record(c, &c->ctrl_rx, &why) != 0) {
-      tcp_comm_fail(c, ncclRemoteError, why);
-      break;
+    for (size_t off = 0; off < whole && !why; off += rec) {
+      struct wire_ctrl m;
+      memcpy(&m, c->ctrl_rx + off, rec);
+      if (ctrl_accept_record(c, &m, &why) != 0) tcp_comm_fail(c, ncclRemoteError, why);
     }
+    memmove(c->ctrl_rx, c->ctrl_rx + whole, c->ctrl_rx_done - whole);
+    c->ctrl_rx_done -= whole;
+    if (why || c->ctrl_rx_done + whole < sizeof c->ctrl_rx) break; /* short read: dry */
   }
   pthread_mutex_unlock(&c->ctrl_rx_lock);
 }

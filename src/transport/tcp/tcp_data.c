@@ -120,7 +120,7 @@ static int rx_copy_staged(struct tcp_stream *s) {
  * into the receive buffer.  Returns 1 if any byte arrived. */
 static int rx_pump(struct tcp_stream *s) {
   struct tcp_comm *c = s->comm;
-  int progress = 0;
+  int progress = 0, dry = 0;
   while (!atomic_load(&c->error)) {
     if (!s->rx_req && s->stage_len - s->stage_pos >= sizeof s->rx_hdr) {
       memcpy(&s->rx_hdr, s->stage + s->stage_pos, sizeof s->rx_hdr);
@@ -136,6 +136,7 @@ static int rx_pump(struct tcp_stream *s) {
       continue;
     }
     /* The staged bytes are used up (or hold less than a header). */
+    if (dry) return progress;
     enum sock_io io;
     size_t owed = s->rx_req ? s->rx_hdr.len - s->rx_done : 0;
     if (owed >= TCP_STAGE_SIZE / 2) {
@@ -155,9 +156,14 @@ static int rx_pump(struct tcp_stream *s) {
         s->stage_pos = 0;
       }
       size_t before = s->stage_len;
-      io = sock_recv_some(s->fd, s->stage, TCP_STAGE_SIZE, &s->stage_len);
-      progress |= s->stage_len > before;
-      if (s->stage_len > before) continue; /* parse it, even if the socket is now dry */
+      io = sock_recv_once(s->fd, s->stage, TCP_STAGE_SIZE, &s->stage_len);
+      if (s->stage_len > before) {
+        /* A short read means the socket is dry: parse what came, and do
+         * not ask again only to hear EAGAIN. */
+        progress = 1;
+        dry = s->stage_len < TCP_STAGE_SIZE;
+        continue;
+      }
     }
     if (io == SOCK_IO_AGAIN) return progress;
     if (io != SOCK_IO_DONE) {
@@ -178,7 +184,7 @@ static void *rx_thread(void *arg) {
   stream_thread_setup(s, "rx");
   double spin_until = 0;
   while (!atomic_load(&c->stop) && !atomic_load(&c->error)) {
-    if (rx_pump(s)) {
+    if (rx_pump(s) && spin_seconds > 0) {
       spin_until = tcp_now() + spin_seconds;
       continue;
     }

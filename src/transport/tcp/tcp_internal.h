@@ -107,7 +107,7 @@ struct tcp_comm {
   struct collx_list queue;    /* sends with pieces not yet handed to a stream */
   /* control channel (tcp_ctrl.c) */
   pthread_mutex_t ctrl_rx_lock;
-  struct wire_ctrl ctrl_rx;
+  char ctrl_rx[(COLLX_MAX_REQUESTS + 2) * sizeof(struct wire_ctrl)]; /* records as read */
   size_t ctrl_rx_done;
   pthread_mutex_t ctrl_tx_lock;
   struct wire_ctrl ctrl_tx;
