@@ -6,6 +6,6 @@ libcollx_core_la_SOURCES += \
 	src/topo/topo.h src/topo/topo_internal.h \
 	src/topo/topo.c \
 	src/topo/plan.c src/topo/merge.c \
-	src/topo/bind.c \
+	src/topo/bind.c src/topo/serial.c \
 	src/topo/gpu.c \
 	src/topo/print.c

@@ -239,6 +239,11 @@ void collx_topo_teardown(void);
  * off, XML stand-in); -1 with a logged reason. */
 int collx_topo_pin_self(int dev, unsigned conn_serial, int stream);
 
+/* The number of a new connection of device `dev`, unique across the collx
+ * processes of this node (a shared counter in /dev/shm; per process where
+ * that is unavailable), so that their threads spread over the cores. */
+unsigned collx_topo_next_serial(int dev);
+
 /* Memory on device `dev`'s NUMA node (page-aligned), checked after
  * allocation; ordinary memory with one WARN when binding fails.  NULL only
  * when no memory at all is left.  Free with collx_topo_free_local(). */

@@ -95,7 +95,7 @@ static int rx_accept_header(struct tcp_stream *s) {
  * of connection 3) and pin it where the placement plan says. */
 static void stream_thread_setup(struct tcp_stream *s, const char *dir) {
   char name[16];
-  snprintf(name, sizeof name, "cx-%s%u.%d", dir, s->comm->serial % 1000, s->index);
+  snprintf(name, sizeof name, "cx-%s%u.%d", dir, s->comm->serial, s->index);
   pthread_setname_np(pthread_self(), name);
   collx_topo_pin_self(s->comm->dev, s->comm->serial, s->index);
 }
@@ -511,10 +511,10 @@ ncclResult_t tcp_comm_start(int is_send, int dev, const char *devname, const cha
   }
   c->magic = is_send ? TCP_MAGIC_SEND : TCP_MAGIC_RECV;
   c->dev = dev;
-  /* Connections of one device count up together, send and receive alike,
-   * so that the placement plan spreads their threads over its cores. */
-  static atomic_uint serials[COLLX_MAX_DEVICES];
-  c->serial = atomic_fetch_add(&serials[dev % COLLX_MAX_DEVICES], 1);
+  /* Connections of one device count up together, send and receive alike
+   * and across the node's processes, so that the placement plan spreads
+   * their threads over its cores. */
+  c->serial = collx_topo_next_serial(dev);
   snprintf(c->devname, sizeof c->devname, "%s", devname);
   snprintf(c->peer, sizeof c->peer, "%s", peer);
   c->ctrl_fd = ctrl_fd;
