@@ -545,6 +545,7 @@ struct flow {
   int window;
   size_t cap;
   long limit; /* messages in all; 0: unbounded */
+  int all_max; /* every message fills its buffer */
   uint64_t key;
   uint8_t *buf[FW];
   void *mh;
@@ -554,6 +555,7 @@ struct flow {
 };
 
 static size_t flow_size(const struct flow *f, long i) {
+  if (f->all_max) return f->cap;
   switch (i % 5) {
   case 0: return f->cap;
   case 1: return 1;
@@ -807,6 +809,7 @@ static int wait_count(int role, long n, double timeout_s) {
 struct sargs {
   int sender;
   size_t cap;         /* message size (largest) */
+  int all_max;        /* every message that large */
   const char *netns;  /* enter this network namespace first */
   const char *ifname; /* COLLX_IFNAME */
 };
@@ -833,6 +836,7 @@ static void w_stream(void *arg) {
   if (conn_establish(&k, a->sender, 0, 10.0)) return;
   struct flow f;
   if (flow_init(&f, a->sender ? k.scomm : k.rcomm, a->sender, a->cap, 7, 8, 0, 0xF00D)) return;
+  f.all_max = a->all_max;
   size_t mark = warn_mark();
   step("streaming");
   for (;;) {
@@ -932,10 +936,11 @@ static void judge_error(int role, double lo, double hi, const char *fault, const
  * is frozen first until the survivor has requests stuck in flight, so that
  * the error must come from test() of a posted request. */
 static void fault_pair(int victim_is_sender, int sig, int inflight) {
-  /* Frozen receivers hold up to ~36 MiB in socket buffers: for sends to stay
-   * in flight, 8 x 16 MiB. */
-  size_t cap = inflight && !victim_is_sender ? 16u << 20 : 1u << 20;
-  struct sargs rx = {0, cap, NULL, NULL}, tx = {1, cap, NULL, NULL};
+  /* A frozen receiver's socket buffers take up to ~36 MiB: for sends to stay
+   * in flight, every message is 16 MiB (8 in flight). */
+  int big = inflight && !victim_is_sender;
+  size_t cap = big ? 16u << 20 : 1u << 20;
+  struct sargs rx = {0, cap, big, NULL, NULL}, tx = {1, cap, big, NULL, NULL};
   int victim = victim_is_sender ? 2 : 1, survivor = 3 - victim;
   g_shm->err_wait_s = sig == SIGKILL ? S(5.0) : S(TIMEOUT_S + 5.0);
   if (spawn(1, w_stream, &rx) < 0 || spawn(2, w_stream, &tx) < 0) return;
@@ -1257,7 +1262,7 @@ static void case_netns_drop(void) {
     }
     sleep_s(0.05);
   }
-  struct sargs rx = {0, 1u << 20, g_nsa, g_va}, tx = {1, 1u << 20, g_nsb, g_vb};
+  struct sargs rx = {0, 1u << 20, 0, g_nsa, g_va}, tx = {1, 1u << 20, 0, g_nsb, g_vb};
   g_shm->err_wait_s = S(TIMEOUT_S + 6.0);
   if (spawn(1, w_stream, &rx) < 0 || spawn(2, w_stream, &tx) < 0) {
     netns_cleanup();
@@ -1631,6 +1636,147 @@ static void case_strays(void) {
     fail("one accept call took %.1f ms with strays pending (limit 100 ms: it must not block)",
          g_shm->metric[1][0] * 1e3);
 }
+
+/* ======================================================================== */
+/* Slow peers during setup.  A connector that pauses longer than
+ * COLLX_CONNECT_TIMEOUT between its first connect call and the rest (a busy
+ * proxy thread), and a listener that starts calling accept late: either the
+ * connection works, or connect fails -- connect must never hand back a comm
+ * that the listener has already dropped. */
+static int g_slow_connector; /* N > 0: the connector pauses after N calls; 0: the listener starts late */
+
+static void w_slow_listener(void *arg) {
+  (void)arg;
+  if (load_plugin()) return;
+  struct conn k;
+  memset(&k, 0, sizeof k);
+  if (conn_listen(&k)) return;
+  if (!g_slow_connector) {
+    step("not calling accept for %d s", 3 * CONNECT_TIMEOUT_S);
+    sleep_s(3 * CONNECT_TIMEOUT_S);
+  }
+  size_t mark = warn_mark();
+  double end = now_s() + S(8.0 + 3 * CONNECT_TIMEOUT_S);
+  step("accepting");
+  while (!k.up && !get_flag(5)) {
+    if (conn_poll(&k) < 0) return;
+    if (now_s() > end) break;
+    sched_yield();
+  }
+  g_shm->imetric[g_role][0] = k.up;
+  set_flag(6, 1);
+  if (k.up) {
+    struct flow f;
+    if (flow_init(&f, k.rcomm, 0, 100000, 4, 2, 3, 0x5105)) return;
+    while (!flow_finished(&f) && now_s() < end) {
+      const char *call;
+      int rc = flow_step(&f, &call);
+      if (rc != ncclSuccess) {
+        if (rc > 0) fail("listener: %s returned %s on the accepted comm", call, res_str(rc));
+        break;
+      }
+      sched_yield();
+    }
+    if (!flow_finished(&f) && !nfailed()) fail("listener: %ld of 3 messages arrived", f.done);
+    if (barrier(0, 2, "done")) return;
+    conn_close(&k);
+    flow_free(&f);
+  } else {
+    conn_close(&k);
+  }
+  char w[1024];
+  warn_since(mark, w, sizeof w);
+  if (w[0]) note("listener WARNs: %s", w);
+}
+
+static void w_slow_connector(void *arg) {
+  (void)arg;
+  if (load_plugin()) return;
+  struct conn k;
+  memset(&k, 0, sizeof k);
+  k.sender = 1;
+  if (conn_get_handle(&k, 10.0)) return;
+  size_t mark = warn_mark();
+  double t0 = now_s();
+  ncclResult_t rc = ncclSuccess;
+  void *comm = NULL;
+  if (g_slow_connector) {
+    /* g_slow_connector calls (the control socket connects and says hello;
+     * the listener answers with its welcome), then a pause. */
+    for (int i = 0; i < g_slow_connector && rc == ncclSuccess && !comm; i++) {
+      ncclNetDeviceHandle_v8_t *dc = NULL;
+      rc = PCALL(connect, g_dev, k.handle, &comm, &dc);
+      sleep_s(0.02);
+    }
+    if (rc == ncclSuccess && !comm) {
+      step("pausing %d s between connect calls", 2 * CONNECT_TIMEOUT_S);
+      sleep_s(2 * CONNECT_TIMEOUT_S);
+    }
+  }
+  double end = now_s() + S(8.0 + 3 * CONNECT_TIMEOUT_S);
+  while (rc == ncclSuccess && !comm && now_s() < end) {
+    ncclNetDeviceHandle_v8_t *dc = NULL;
+    rc = PCALL(connect, g_dev, k.handle, &comm, &dc);
+    sched_yield();
+  }
+  double dt = now_s() - t0;
+  char w[1024];
+  if (rc != ncclSuccess) {
+    warn_since(mark, w, sizeof w);
+    summary("connect failed with %s after %.2f s (WARN: %s); ", res_str(rc), dt, w[0] ? w : "none");
+    set_flag(5, 1);
+    return;
+  }
+  if (!comm) {
+    fail("connect neither completed nor failed in %.1f s", dt);
+    set_flag(5, 1);
+    return;
+  }
+  k.scomm = comm;
+  k.up = 1;
+  summary("connect returned a comm after %.2f s; ", dt);
+  struct flow f;
+  if (flow_init(&f, k.scomm, 1, 100000, 4, 2, 3, 0x5105)) return;
+  end = now_s() + S(5.0);
+  while (!flow_finished(&f) && now_s() < end) {
+    const char *call;
+    int r = flow_step(&f, &call);
+    if (r != ncclSuccess) {
+      if (r > 0) {
+        warn_since(mark, w, sizeof w);
+        set_flag(5, 1); /* the listener may stop accepting */
+        if (wait_flag(6, 1, 15.0, "the listener's verdict") == 0 && !g_shm->imetric[1][0])
+          fail("connect returned a comm after %.2f s, but the listener never accepted the connection: the first "
+               "%s returned %s (WARN: %s)",
+               dt, call, res_str(r), w[0] ? w : "none");
+        else
+          fail("%s returned %s on the new comm (WARN: %s)", call, res_str(r), w[0] ? w : "none");
+      }
+      set_flag(5, 1);
+      conn_close(&k);
+      flow_free(&f);
+      return;
+    }
+    sched_yield();
+  }
+  if (!flow_finished(&f)) {
+    fail("%ld of 3 messages sent in %.0f s on the new comm", f.done, S(5.0));
+    set_flag(5, 1);
+    return;
+  }
+  summary("3 messages went through");
+  if (barrier(0, 2, "done")) return;
+  conn_close(&k);
+  flow_free(&f);
+}
+
+static void slow_setup(int connector) {
+  g_slow_connector = connector;
+  if (spawn(1, w_slow_listener, NULL) < 0 || spawn(2, w_slow_connector, NULL) < 0) return;
+  reap_workers(now_s() + S(30.0));
+}
+static void case_slow_connector(void) { slow_setup(1); }
+static void case_slow_listener(void) { slow_setup(0); }
 
 /* ======================================================================== */
 /* connect given garbage handles. */
@@ -2354,6 +2500,10 @@ static const struct fcase g_cases[] = {
      case_netns_drop, {"leader", "receiver", "sender"}},
     {"stray-clients", "junk, short, silent, wrong-secret and 300 burst clients on accept: no block, no leak", 40,
      case_strays, {"strays", "listener", "connector"}},
+    {"slow-connector", "connector pauses 2 x COLLX_CONNECT_TIMEOUT mid-setup: a working comm or an error", 40,
+     case_slow_connector, {"leader", "listener", "connector"}},
+    {"slow-listener", "listener calls accept only after 3 x COLLX_CONNECT_TIMEOUT: the connection works", 40,
+     case_slow_listener, {"leader", "listener", "connector"}},
     {"bad-handles", "connect with random, zero, wrong-secret and stale handles: errors, no crash", 60,
      case_bad_handles, {"leader", "listener", "connector"}},
     {"oversize", "messages larger than the posted buffer: ncclInvalidUsage, nothing written out of bounds", 40,

@@ -87,7 +87,8 @@ static double g_seconds = 60;
 static const char *g_plugin;
 static ncclNet_v8_t *g_net;
 static void *g_dl;
-static int g_stop; /* receiver: stop posting (local) */
+static int g_stop;     /* receiver: stop posting (local) */
+static int g_may_exit; /* workers stay until the end sample is taken */
 
 static double now_s(void) {
   struct timespec ts;
@@ -216,6 +217,7 @@ struct comm {
   void *mh;
   void *req[MAX_INFLIGHT];
   long posted, done;
+  long progress; /* done, published for the main thread */
   int limit_published;
 };
 
@@ -277,6 +279,7 @@ static int pass(struct comm *c, int *finished) {
     s->large += slot_cap(w) == LARGE_CAP;
     pthread_mutex_unlock(&g_mu);
     c->done++;
+    __atomic_store_n(&c->progress, c->done, __ATOMIC_RELAXED);
     moved = 1;
   }
   /* How far this side may post. */
@@ -358,7 +361,11 @@ static void *worker(void *arg) {
       moved |= m;
       all_finished &= fin;
     }
-    if (all_finished) break;
+    if (all_finished) {
+      /* Stay (idle) until the main thread has sampled the end of the run. */
+      while (!__atomic_load_n(&g_may_exit, __ATOMIC_ACQUIRE) && !aborted()) sleep_s(0.001);
+      break;
+    }
     if (moved) {
       idle = 0;
     } else if (++idle > 64) {
@@ -441,20 +448,34 @@ static void side_main(void) {
     }
     nt++;
   }
-  /* Warm-up, then the first sample; the last one while the load is still on. */
+  /* Warm-up: a few seconds, and every comm connected and through its
+   * buffers twice (slow builds take long to connect 64 comms).  Then the
+   * first sample; the last one after the measured window, load still on. */
   double warm = g_seconds * 0.1 < 2 ? 2 : g_seconds * 0.1 > 5 ? 5 : g_seconds * 0.1;
   if (warm > g_seconds / 2) warm = g_seconds / 2;
-  while (!aborted() && now_s() < t_start + warm) sleep_s(0.01);
+  double warm_end = t_start + 120;
+  for (;;) {
+    int ready = now_s() >= t_start + warm;
+    for (int i = 0; ready && i < g_comms; i++)
+      ready = __atomic_load_n(&g_c[i].progress, __ATOMIC_RELAXED) >= 2 * g_inflight;
+    if (ready || aborted()) break;
+    if (now_s() > warm_end) {
+      fail("not every comm had completed %d messages %.0f s after the start", 2 * g_inflight, warm_end - t_start);
+      break;
+    }
+    sleep_s(0.01);
+  }
   s->t0 = now_s();
   s->msgs_at0 = __atomic_load_n(&s->msgs, __ATOMIC_RELAXED);
   sample(&s->thr0, &s->fd0, &s->rss0_kb);
   if (!g_role) {
-    while (!aborted() && now_s() < t_start + g_seconds) sleep_s(0.01);
+    double window = g_seconds - warm;
+    while (!aborted() && now_s() < s->t0 + window) sleep_s(0.01);
     s->t1 = now_s();
     sample(&s->thr1, &s->fd1, &s->rss1_kb);
     __atomic_store_n(&g_stop, 1, __ATOMIC_RELAXED);
   } else {
-    double end = t_start + g_seconds + 60;
+    double end = t_start + g_seconds + 180;
     while (!aborted() && !__atomic_load_n(&g->limit_ready[0], __ATOMIC_ACQUIRE)) {
       if (now_s() > end) {
         fail("the receiver never ended the run");
@@ -465,6 +486,7 @@ static void side_main(void) {
     s->t1 = now_s();
     sample(&s->thr1, &s->fd1, &s->rss1_kb);
   }
+  __atomic_store_n(&g_may_exit, 1, __ATOMIC_RELEASE);
   for (int t = 0; t < nt; t++) pthread_join(tid[t], NULL);
   if (!aborted())
     for (int i = 0; i < g_comms; i++)
@@ -552,7 +574,7 @@ int main(int argc, char **argv) {
     }
   }
   int st[2] = {0, 0}, done[2] = {0, 0}, killed = 0;
-  double deadline = t0 + g_seconds + 90;
+  double deadline = t0 + g_seconds + 240;
   while (!done[0] || !done[1]) {
     for (int r = 0; r < 2; r++)
       if (!done[r] && waitpid(pid[r], &st[r], WNOHANG) == pid[r]) {
@@ -588,7 +610,7 @@ int main(int argc, char **argv) {
     np++;
   else
     nf++;
-  if (killed) printf("  TIMEOUT: killed after %.0f s\n", g_seconds + 90);
+  if (killed) printf("  TIMEOUT: killed after %.0f s\n", g_seconds + 240);
   for (int r = 0; r < 2; r++) {
     if (!(WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0)) {
       if (WIFSIGNALED(st[r]))
