@@ -5,3 +5,4 @@ include tests/unit/local.mk
 include tests/driver/local.mk
 include tests/topo/local.mk
 include tests/deploy/local.mk
+include tests/topo/live.mk

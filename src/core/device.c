@@ -9,6 +9,7 @@
 #include "device.h"
 
 #include <arpa/inet.h>
+#include <net/if_arp.h>
 #include <errno.h>
 #include <ifaddrs.h>
 #include <limits.h>
@@ -193,7 +194,12 @@ static enum speed_src find_speed(const char *ifname, long override, int *mbps) {
     src = SPEED_SYSFS;
   }
   if (v <= 0) {
-    v = COLLX_DEFAULT_SPEED_MBPS;
+    /* The kernel reports no speed for virtual links.  Loopback moves data
+     * at memory speed, far beyond a 10 Gb/s guess (NCCL sizes its channel
+     * count from this figure); other virtual links get the guess. */
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "/sys/class/net/%s/type", ifname);
+    v = read_positive(path) == ARPHRD_LOOPBACK ? COLLX_LOOPBACK_SPEED_MBPS : COLLX_DEFAULT_SPEED_MBPS;
     src = SPEED_DEFAULT;
   }
   *mbps = v > INT_MAX ? INT_MAX : (int)v;

@@ -308,8 +308,8 @@ static hwloc_bitmap_t candidates(struct collx_plan *p, struct collx_plan_dev *d,
   if (!c) return NULL;
   if (!d->local) {
     if (p->settings.affinity == COLLX_AFFINITY_AUTO)
-      collx_plan_note(p, 0, "%s is not in the topology (virtual NIC?): its threads spread "
-                            "over the allowed cpuset", d->name);
+      collx_plan_note(p, 0, "%s is not in the topology (virtual NIC?): its threads are not "
+                            "pinned, there being no locality to gain", d->name);
     hwloc_bitmap_copy(c, p->allowed);
     return c;
   }
@@ -364,7 +364,11 @@ static int place_devs(struct collx_plan *p) {
     struct collx_plan_dev *d = &p->devs[i];
     int ncores = 0, n = order_pus(p->topo->hw, cand[i], &d->pus, &ncores);
     if (n < 0) rc = -1;
-    d->npus = p->settings.affinity == COLLX_AFFINITY_OFF || n < 0 ? 0 : n;
+    /* Pinning pays where it keeps a thread near its NIC.  For a NIC the
+     * topology does not know (loopback, veth, a tunnel) one core per
+     * thread only competes with the application's own threads. */
+    int unplaced = p->settings.affinity == COLLX_AFFINITY_AUTO && !d->local;
+    d->npus = p->settings.affinity == COLLX_AFFINITY_OFF || n < 0 || unplaced ? 0 : n;
     d->streams = p->settings.streams > 0 ? p->settings.streams : auto_streams(d, ncores);
   }
   for (int i = 0; cand && i < p->ndevs; i++) hwloc_bitmap_free(cand[i]);

@@ -128,7 +128,7 @@ struct sthread {
   pid_t tid;
   char name[32];
   int tx;          /* 1: cx-tx, 0: cx-rx */
-  unsigned serial; /* as named: serial % 1000 */
+  unsigned serial; /* as named */
   int stream;
 };
 
@@ -316,11 +316,16 @@ static int child(enum mode mode) {
 
   /* The serials of the six comms: each exactly once per direction set, all
    * distinct, and every comm has streams 0..NSTREAMS-1. */
-  unsigned seen[64] = {0};
+  /* Serials count up across the node's collx processes (a shared counter),
+   * so this process's comms hold some window of consecutive numbers. */
+  unsigned seen[64] = {0}, base = ~0u;
   int names_ok = 1;
+  for (int i = 0; i < n; i++)
+    if (th[i].serial < base) base = th[i].serial;
   for (int i = 0; i < n; i++) {
-    if (th[i].serial >= 64 || th[i].stream < 0 || th[i].stream >= NSTREAMS) names_ok = 0;
-    else seen[th[i].serial] |= 1u << (th[i].stream + (th[i].tx ? 8 : 0));
+    unsigned k = th[i].serial - base;
+    if (k >= 64 || th[i].stream < 0 || th[i].stream >= NSTREAMS) names_ok = 0;
+    else seen[k] |= 1u << (th[i].stream + (th[i].tx ? 8 : 0));
   }
   int ncomms = 0;
   for (int s = 0; s < 64; s++) {

@@ -483,9 +483,6 @@ ncclResult_t tcp_test(struct tcp_req *r, int *done, size_t *sizes) {
     req_release(r);
     return tcp_comm_error(c);
   }
-  /* NCCL's proxy calls test in a tight loop; where cores are scarce that
-   * loop would starve the stream threads doing the actual work. */
-  sched_yield();
   return ncclSuccess;
 }
 
