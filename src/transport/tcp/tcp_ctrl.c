@@ -130,8 +130,8 @@ static void ctrl_heartbeat(struct tcp_comm *c, double now) {
 static int ctrl_accept_record(struct tcp_comm *c, const struct wire_ctrl *m, const char **why) {
   int type = wire_ctrl_check(m, c->magic == TCP_MAGIC_SEND, why);
   if (type != WIRE_CTS) return type < 0 ? -1 : 0;
-  struct tcp_cts_slot *slot = &c->cts[m->seq % COLLX_MAX_REQUESTS];
-  /* The receiver posts seq only after seq-32 completed, which needs this
+  struct tcp_cts_slot *slot = &c->cts[m->seq % TCP_SEQ_SLOTS];
+  /* The receiver posts seq only once seq - TCP_SEQ_SLOTS is complete, which needs this
    * slot consumed: an occupied slot means the peer broke the protocol. */
   if (atomic_load_explicit(&slot->valid, memory_order_acquire)) {
     *why = "CTS for a receive slot still in use";

@@ -57,7 +57,7 @@ static int rx_accept_header(struct tcp_stream *s) {
   char why[200];
   struct tcp_req *r = NULL;
   if (h->magic == WIRE_MAGIC)
-    r = atomic_load_explicit(&c->by_seq[h->seq % COLLX_MAX_REQUESTS], memory_order_acquire);
+    r = atomic_load_explicit(&c->by_seq[h->seq % TCP_SEQ_SLOTS], memory_order_acquire);
   if (h->magic == WIRE_MAGIC && (!r || r->seq != h->seq || h->idx >= r->n)) {
     snprintf(why, sizeof why, "piece for receive %u/%u that was never posted", h->seq, h->idx);
     tcp_comm_fail(c, ncclRemoteError, why);
@@ -327,7 +327,7 @@ static struct tcp_req *req_alloc(struct tcp_comm *c) {
 
 static void req_release(struct tcp_req *r) {
   struct tcp_comm *c = r->comm;
-  if (c->magic == TCP_MAGIC_RECV) atomic_store(&c->by_seq[r->seq % COLLX_MAX_REQUESTS], NULL);
+  if (c->magic == TCP_MAGIC_RECV) atomic_store(&c->by_seq[r->seq % TCP_SEQ_SLOTS], NULL);
   r->state = REQ_FREE;
   atomic_fetch_sub(&c->active_reqs, 1);
 }
@@ -358,7 +358,7 @@ ncclResult_t tcp_isend(struct tcp_comm *c, void *data, size_t size, int tag,
                        struct tcp_req **out) {
   *out = NULL;
   if (atomic_load(&c->error)) return tcp_comm_error(c);
-  struct tcp_cts_slot *slot = &c->cts[c->send_seq % COLLX_MAX_REQUESTS];
+  struct tcp_cts_slot *slot = &c->cts[c->send_seq % TCP_SEQ_SLOTS];
   /* Read the control socket only when the CTS we need is not in yet. */
   if (!atomic_load_explicit(&slot->valid, memory_order_acquire)) {
     tcp_ctrl_drain(c);
@@ -423,7 +423,12 @@ ncclResult_t tcp_irecv(struct tcp_comm *c, int n, void **data, const size_t *siz
   *out = NULL;
   if (atomic_load(&c->error)) return tcp_comm_error(c);
   uint32_t seq = c->recv_seq;
-  struct tcp_req *r = atomic_load(&c->by_seq[seq % COLLX_MAX_REQUESTS]) ? NULL : req_alloc(c);
+  if (atomic_load(&c->by_seq[seq % TCP_SEQ_SLOTS])) {
+    COLLX_WARN("receive from %s on device %s: receive %u is still incomplete %d receives later",
+               c->peer, c->devname, seq - TCP_SEQ_SLOTS, TCP_SEQ_SLOTS);
+    return ncclInvalidUsage;
+  }
+  struct tcp_req *r = req_alloc(c);
   if (!r) {
     COLLX_WARN("receive from %s on device %s: more than %d requests outstanding", c->peer,
                c->devname, COLLX_MAX_REQUESTS);
@@ -439,7 +444,7 @@ ncclResult_t tcp_irecv(struct tcp_comm *c, int n, void **data, const size_t *siz
     atomic_store(&r->e[i].received, 0);
     atomic_store(&r->e[i].total, -1);
   }
-  atomic_store_explicit(&c->by_seq[seq % COLLX_MAX_REQUESTS], r, memory_order_release);
+  atomic_store_explicit(&c->by_seq[seq % TCP_SEQ_SLOTS], r, memory_order_release);
   c->recv_seq++;
   ncclResult_t res = tcp_ctrl_send_cts(c, r);
   if (res != ncclSuccess) return res;

@@ -11,6 +11,11 @@
 #include "wire.h"
 
 #define TCP_MAX_STREAMS 16
+/* Receives are found by seq % TCP_SEQ_SLOTS.  At most 32 are outstanding,
+ * but a caller may complete them out of order while the data of an older
+ * one still trickles in on a slow stream: the window of sequence numbers in
+ * use can be wider than the pool. */
+#define TCP_SEQ_SLOTS 256
 /* Receive staging per stream: a header and a small message in one recv. */
 #define TCP_STAGE_SIZE (64 * 1024)
 
@@ -117,14 +122,14 @@ struct tcp_comm {
   _Atomic double last_heard;  /* any record from the peer */
   struct collx_list wd_node;
   int watched;                /* registered with the watchdog */
-  struct tcp_cts_slot cts[COLLX_MAX_REQUESTS];
+  struct tcp_cts_slot cts[TCP_SEQ_SLOTS];
   uint32_t send_seq;          /* CTS being filled */
   size_t max_piece;
   /* receive side */
   uint32_t recv_seq;
   /* receive posted for seq % MAX_REQUESTS; published with release order so
    * a stream thread that finds it also sees its buffers */
-  struct tcp_req *_Atomic by_seq[COLLX_MAX_REQUESTS];
+  struct tcp_req *_Atomic by_seq[TCP_SEQ_SLOTS];
 };
 
 /* Build a connected comm from its sockets and start its stream threads.
