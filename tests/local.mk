@@ -6,3 +6,6 @@ include tests/driver/local.mk
 include tests/topo/local.mk
 include tests/deploy/local.mk
 include tests/topo/live.mk
+include tests/faults/local.mk
+include tests/fuzz/local.mk
+include tests/soak/local.mk

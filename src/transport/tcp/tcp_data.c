@@ -539,6 +539,14 @@ ncclResult_t tcp_comm_start(int is_send, int dev, const char *devname, const cha
     s->comm = c;
     pthread_mutex_init(&s->lock, NULL);
   }
+  for (int i = 0; i < nstreams && !is_send; i++) {
+    c->streams[i].stage = collx_topo_alloc_local(dev, TCP_STAGE_SIZE);
+    if (!c->streams[i].stage) {
+      COLLX_WARN("out of memory for the receive buffers of a comm with %s", peer);
+      tcp_comm_close(c);
+      return ncclSystemError;
+    }
+  }
   for (int i = 0; i < nstreams; i++) {
     struct tcp_stream *s = &c->streams[i];
     atomic_fetch_add(&tcp_live_threads, 1);
@@ -578,6 +586,8 @@ void tcp_comm_close(struct tcp_comm *c) {
     if (s->thread_started) pthread_join(s->thread, NULL);
     close(s->fd);
     pthread_mutex_destroy(&s->lock);
+    collx_topo_free_local(s->stage);
+    s->stage = NULL;
   }
   close(c->ctrl_fd);
   pthread_mutex_destroy(&c->q_lock);
@@ -586,9 +596,39 @@ void tcp_comm_close(struct tcp_comm *c) {
   pthread_mutex_destroy(&c->ctrl_tx_lock);
   for (int i = 0; i < COLLX_MAX_REQUESTS; i++) c->reqs[i].magic = TCP_MAGIC_DEAD;
   c->magic = TCP_MAGIC_DEAD;
-  collx_topo_free_local(c);
+  tcp_quarantine(c, collx_topo_free_local);
+}
+
+/* A small ring of recently closed objects; the oldest is released when a
+ * new one comes in. */
+#define TCP_QUARANTINE 64
+static pthread_mutex_t quarantine_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  void *obj;
+  void (*release)(void *);
+} quarantine[TCP_QUARANTINE];
+static unsigned quarantine_next;
+
+void tcp_quarantine(void *obj, void (*release)(void *)) {
+  pthread_mutex_lock(&quarantine_lock);
+  unsigned k = quarantine_next++ % TCP_QUARANTINE;
+  void *old = quarantine[k].obj;
+  void (*old_release)(void *) = quarantine[k].release;
+  quarantine[k].obj = obj;
+  quarantine[k].release = release;
+  pthread_mutex_unlock(&quarantine_lock);
+  if (old) old_release(old);
 }
 
 int tcp_is_send_comm(const void *p) { return p && ((const struct tcp_comm *)p)->magic == TCP_MAGIC_SEND; }
 int tcp_is_recv_comm(const void *p) { return p && ((const struct tcp_comm *)p)->magic == TCP_MAGIC_RECV; }
 int tcp_is_req(const void *p) { return p && ((const struct tcp_req *)p)->magic == TCP_MAGIC_REQ; }
+
+/* NCCL dlcloses the plugin after the last close: release what is kept. */
+__attribute__((destructor)) static void quarantine_drain(void) {
+  for (unsigned k = 0; k < TCP_QUARANTINE; k++)
+    if (quarantine[k].obj) {
+      quarantine[k].release(quarantine[k].obj);
+      quarantine[k].obj = NULL;
+    }
+}

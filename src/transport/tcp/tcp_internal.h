@@ -76,7 +76,7 @@ struct tcp_stream {
   struct tcp_req *rx_req;
   size_t rx_done;         /* payload bytes read */
   size_t stage_pos, stage_len;
-  char stage[TCP_STAGE_SIZE]; /* headers and small payloads, read in one go */
+  char *stage;            /* TCP_STAGE_SIZE bytes: headers and small payloads in one go */
 };
 
 /* The CTS records a sender has received, indexed by seq % MAX_REQUESTS. */
@@ -139,6 +139,12 @@ ncclResult_t tcp_comm_start(int is_send, int dev, const char *devname, const cha
                             size_t max_piece, struct tcp_comm **out);
 
 extern atomic_int tcp_live_threads;
+
+/* Closed objects are kept, marked dead, for a while before their memory is
+ * released, so that a second close or a test on a request of a closed comm
+ * reads a dead magic and gets a clear error instead of touching freed
+ * memory. */
+void tcp_quarantine(void *obj, void (*release)(void *));
 
 /* Errors (tcp_ctrl.c): record a comm's first failure; report it to a caller. */
 void tcp_comm_fail(struct tcp_comm *c, ncclResult_t res, const char *what);

@@ -284,6 +284,15 @@ ncclResult_t tcp_accept(struct tcp_listen *l, struct tcp_comm **out) {
       continue;
     }
     in->used = 0;
+    /* READY goes first on the control socket, before any CTS or heartbeat
+     * (the comm's threads start below).  136 bytes on a fresh socket: the
+     * kernel takes them at once. */
+    struct wire_ctrl ready = {.magic = WIRE_MAGIC, .type = WIRE_READY};
+    size_t sent = 0;
+    if (sock_send_some(in->ctrl_fd, &ready, sizeof ready, &sent) != SOCK_IO_DONE) {
+      incoming_drop(in, "cannot confirm the connection", l->devname);
+      return ncclSuccess;
+    }
     ncclResult_t res = tcp_comm_start(0, l->dev, l->devname, in->peer, in->ctrl_fd, in->nstreams,
                                       in->fds, config.max_piece, out);
     if (res == ncclSuccess)
@@ -305,14 +314,14 @@ void tcp_listen_close(struct tcp_listen *l) {
         if (l->incoming[i].fds[k] >= 0) close(l->incoming[i].fds[k]);
     }
   l->magic = TCP_MAGIC_DEAD;
-  free(l);
+  tcp_quarantine(l, free);
 }
 
 /* ======================================================================== */
 /* Connector                                                                 */
 /* ======================================================================== */
 
-enum conn_stage { STAGE_CTRL_CONNECT, STAGE_CTRL_HELLO, STAGE_WELCOME, STAGE_STREAMS };
+enum conn_stage { STAGE_CTRL_CONNECT, STAGE_CTRL_HELLO, STAGE_WELCOME, STAGE_STREAMS, STAGE_READY };
 
 struct tcp_connecting {
   struct collx_handle *handle; /* the handle memory this state belongs to */
@@ -329,6 +338,8 @@ struct tcp_connecting {
   size_t hello_sent;
   struct wire_welcome welcome;
   size_t welcome_got;
+  struct wire_ctrl ready;
+  size_t ready_got;
   int fds[TCP_MAX_STREAMS];
   int connected[TCP_MAX_STREAMS];
   struct wire_hello shello[TCP_MAX_STREAMS];
@@ -467,6 +478,26 @@ static ncclResult_t stage_welcome(const struct collx_device *dev, struct tcp_con
   return ncclSuccess;
 }
 
+/* The listener says READY once it holds every stream: only then is the
+ * comm known to exist on both sides (a listener that gave up on a slow
+ * connector closes the control socket instead). */
+static ncclResult_t stage_ready(const struct collx_device *dev, struct tcp_connecting *c, int *up) {
+  enum sock_io io = sock_recv_some(c->ctrl_fd, &c->ready, sizeof c->ready, &c->ready_got);
+  if (io == SOCK_IO_AGAIN) return ncclSuccess;
+  if (io != SOCK_IO_DONE) {
+    COLLX_WARN("connect to %s on device %s: the listener dropped the connection before it was "
+               "complete (%s); did setup take longer than COLLX_CONNECT_TIMEOUT?", c->peer_str,
+               dev->name, io == SOCK_IO_EOF ? "EOF" : strerror(errno));
+    return ncclRemoteError;
+  }
+  if (c->ready.magic != WIRE_MAGIC || c->ready.type != WIRE_READY) {
+    COLLX_WARN("connect to %s on device %s: expected READY from the listener", c->peer_str, dev->name);
+    return ncclRemoteError;
+  }
+  *up = 1;
+  return ncclSuccess;
+}
+
 /* Advance stream i; returns 1 once its hello is sent. */
 static int stream_step(const struct collx_device *dev, struct tcp_connecting *c, int i,
                        ncclResult_t *res) {
@@ -524,7 +555,12 @@ ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, struct c
   if (res == ncclSuccess && c->stage == STAGE_STREAMS) {
     int ready = 0;
     for (int i = 0; i < c->nstreams && res == ncclSuccess; i++) ready += stream_step(dev, c, i, &res);
-    if (res == ncclSuccess && ready == c->nstreams) {
+    if (res == ncclSuccess && ready == c->nstreams) c->stage = STAGE_READY;
+  }
+  if (res == ncclSuccess && c->stage == STAGE_READY) {
+    int up = 0;
+    res = stage_ready(dev, c, &up);
+    if (res == ncclSuccess && up) {
       res = tcp_comm_start(1, dev_index, dev->name, c->peer_str, c->ctrl_fd, c->nstreams, c->fds,
                            config.max_piece, out);
       if (res == ncclSuccess)

@@ -6,7 +6,8 @@
  * Setup: the connector opens one control socket to the address in the
  * handle and sends a HELLO(kind CTRL); the listener answers with a WELCOME
  * listing the addresses its data streams should go to; the connector then
- * opens `nstreams` data sockets, each starting with HELLO(kind DATA).
+ * opens `nstreams` data sockets, each starting with HELLO(kind DATA), and
+ * waits for READY on the control socket: the listener holds them all.
  *
  * Data (receiver driven, as NCCL's grouped receives require): every irecv
  * sends a CTS record over the control socket naming its sequence number and
@@ -56,7 +57,8 @@ struct wire_welcome {
 
 /* HEARTBEAT: sent by each side's watchdog thread every second, so that a
  * peer whose process stopped answering is told from one that is merely idle. */
-enum wire_ctrl_type { WIRE_CTS = 1, WIRE_HEARTBEAT = 2 };
+/* READY: the listener's last word in setup, sent once it holds every stream. */
+enum wire_ctrl_type { WIRE_CTS = 1, WIRE_HEARTBEAT = 2, WIRE_READY = 3 };
 
 struct wire_cts_entry {
   int32_t tag;
