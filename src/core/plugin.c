@@ -49,9 +49,12 @@ static void configure_transport(void) {
                            .connect_timeout_s = cto > 0 ? (int)cto : 5,
                            .timeout_s = (int)collx_param_int(COLLX_P_TIMEOUT)};
   tcp_configure(&cfg);
-  tcp_set_spin_us((int)collx_param_int(COLLX_P_SPIN_US));
+  long spin = collx_param_int(COLLX_P_SPIN_US);
+  if (spin < 0) spin = ncores >= 8 ? 50 : 0;
+  tcp_set_spin_us((int)spin);
   collx_topo_set_streams((int)nstreams); /* the pin layout follows the real count */
-  COLLX_INFO(COLLX_LOG_INIT, "%ld streams per connection, pieces up to %ld bytes", nstreams, piece);
+  COLLX_INFO(COLLX_LOG_INIT, "%ld streams per connection, pieces up to %ld bytes, stream threads spin %ld us",
+             nstreams, piece, spin);
 }
 
 ncclResult_t collx_init(ncclDebugLogger_t logger) {
