@@ -892,6 +892,9 @@ static void w_stream(void *arg) {
       break;
     }
     if (get_flag(0)) break; /* told to stop */
+    /* Told to freeze with a full window of receives posted (so that the
+     * sender's requests must stay in flight): stop ourselves right here. */
+    if (!a->sender && get_flag(7) && f.posted - f.done == f.window) raise(SIGSTOP);
     if (f.nulls || f.done == f.posted) sched_yield();
   }
   step("closing after the error");
@@ -952,7 +955,16 @@ static void fault_pair(int victim_is_sender, int sig, int inflight) {
   sleep_s(0.05);
   long stuck = 0;
   if (inflight) {
-    kill(g_shm->r[victim].pid, SIGSTOP);
+    if (victim_is_sender) {
+      kill(g_shm->r[victim].pid, SIGSTOP);
+    } else {
+      /* The receiver stops itself once it has a full window posted. */
+      set_flag(7, 1);
+      int st = 0;
+      double end = now_s() + S(5.0);
+      while (waitpid(g_shm->r[victim].pid, &st, WUNTRACED | WNOHANG) == 0 && now_s() < end) sleep_s(0.001);
+      if (!WIFSTOPPED(st)) fail("the receiver did not stop itself with a full window of receives posted");
+    }
     double end = now_s() + 1.0;
     sleep_s(0.2);
     while ((stuck = __atomic_load_n(&g_shm->pending[survivor], __ATOMIC_SEQ_CST)) == 0 && now_s() < end)
