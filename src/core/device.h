@@ -38,7 +38,7 @@ struct collx_device {
 /* Speed reported when the kernel has none (virtual links, loopback). */
 #define COLLX_DEFAULT_SPEED_MBPS 10000
 /* ... and for loopback, which runs at memory speed. */
-#define COLLX_LOOPBACK_SPEED_MBPS 200000
+#define COLLX_LOOPBACK_SPEED_MBPS 400000
 
 /* Discover the devices (once per process; later calls return the same
  * list).  Returns 0 and sets *devs and *ndev (ndev may be 0), or -1 on a system

@@ -50,7 +50,6 @@ static void configure_transport(void) {
                            .timeout_s = (int)collx_param_int(COLLX_P_TIMEOUT)};
   tcp_configure(&cfg);
   long spin = collx_param_int(COLLX_P_SPIN_US);
-  if (spin < 0) spin = ncores >= 8 ? 50 : 0;
   tcp_set_spin_us((int)spin);
   collx_topo_set_streams((int)nstreams); /* the pin layout follows the real count */
   COLLX_INFO(COLLX_LOG_INIT, "%ld streams per connection, pieces up to %ld bytes, stream threads spin %ld us",

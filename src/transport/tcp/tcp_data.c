@@ -33,7 +33,7 @@ atomic_int tcp_live_threads;
 /* How long a stream thread sleeps in poll before re-checking for close. */
 #define TCP_POLL_MS 100
 
-static double spin_seconds = 50e-6;
+static double spin_seconds = 0;
 void tcp_set_spin_us(int us) { spin_seconds = us > 0 ? us * 1e-6 : 0; }
 
 /* ---- errors -------------------------------------------------------------- */

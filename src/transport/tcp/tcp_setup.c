@@ -35,11 +35,12 @@ void tcp_configure(const struct tcp_config *cfg) {
 }
 
 int tcp_default_nstreams(int speed_mbps, int ncores) {
-  /* About one stream per 50 Gb/s of link, at least two (a lost segment on
+  /* About one stream per 100 Gb/s of link, at least two (a lost segment on
    * one stream then stalls only part of a message), and at most eight and
    * half the cores: each stream has a thread on each side.  Measured on an
-   * H200 host over loopback (bench/NOTES.md): 4 streams beat 2 and 8. */
-  int want = speed_mbps / 50000;
+   * H200 host over loopback (bench/NOTES.md): 4 streams at least as good as
+   * 2, better than 8. */
+  int want = speed_mbps / 100000;
   if (want < 2) want = 2;
   int cap = ncores / 2 > 2 ? ncores / 2 : 2;
   if (want > cap) want = cap;
