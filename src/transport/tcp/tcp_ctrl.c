@@ -44,9 +44,11 @@ static void comm_report(struct tcp_comm *c) {
 /* Record the comm's first fatal error.  A peer that closes while nothing is
  * in flight is normal teardown: the WARN waits until a request is affected. */
 void tcp_comm_fail(struct tcp_comm *c, ncclResult_t res, const char *what) {
-  int expected = ncclSuccess;
-  if (!atomic_compare_exchange_strong(&c->error, &expected, (int)res)) return;
+  /* Claim first, write the reason, then publish the error: whoever sees
+   * the error (and may report it) also sees why. */
+  if (atomic_exchange(&c->fail_claimed, 1)) return;
   snprintf(c->error_what, sizeof c->error_what, "%s", what);
+  atomic_store_explicit(&c->error, (int)res, memory_order_release);
   if (atomic_load(&c->stop)) return; /* our own close */
   if (atomic_load(&c->active_reqs) > 0)
     comm_report(c);

@@ -102,6 +102,7 @@ struct tcp_comm {
   struct tcp_stream streams[TCP_MAX_STREAMS];
   atomic_int stop;
   _Atomic int error;      /* first fatal error: every request fails with it */
+  atomic_int fail_claimed;   /* the first failure writes error_what */
   atomic_int error_reported;
   atomic_int active_reqs;   /* requests in flight: is a failure worth a WARN? */
   char error_what[128];     /* why the comm failed, for a late WARN */
