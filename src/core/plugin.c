@@ -51,6 +51,7 @@ static void configure_transport(void) {
   tcp_configure(&cfg);
   long spin = collx_param_int(COLLX_P_SPIN_US);
   tcp_set_spin_us((int)spin);
+  tcp_set_inline_recv(collx_param_int(COLLX_P_INLINE_RECV) != 0);
   collx_topo_set_streams((int)nstreams); /* the pin layout follows the real count */
   COLLX_INFO(COLLX_LOG_INIT, "%ld streams per connection, pieces up to %ld bytes, stream threads spin %ld us",
              nstreams, piece, spin);

@@ -25,6 +25,8 @@ struct tcp_config {
 void tcp_configure(const struct tcp_config *cfg);
 /* COLLX_SPIN_US: how long stream threads poll after data before sleeping. */
 void tcp_set_spin_us(int us);
+/* COLLX_INLINE_RECV: test() reads arrived data itself. */
+void tcp_set_inline_recv(int on);
 /* Streams per connection when COLLX_NSTREAMS is 0. */
 int tcp_default_nstreams(int speed_mbps, int ncores);
 

@@ -35,6 +35,8 @@ atomic_int tcp_live_threads;
 
 static double spin_seconds = 0;
 void tcp_set_spin_us(int us) { spin_seconds = us > 0 ? us * 1e-6 : 0; }
+static int inline_recv;
+void tcp_set_inline_recv(int on) { inline_recv = on; }
 
 /* ---- errors -------------------------------------------------------------- */
 
@@ -184,7 +186,15 @@ static void *rx_thread(void *arg) {
   stream_thread_setup(s, "rx");
   double spin_until = 0;
   while (!atomic_load(&c->stop) && !atomic_load(&c->error)) {
-    if (rx_pump(s) && spin_seconds > 0) {
+    /* With COLLX_INLINE_RECV the caller's test() may be reading this stream
+     * right now: then it has the data in hand, and this thread steps aside. */
+    if (pthread_mutex_trylock(&s->lock) != 0) {
+      sched_yield();
+      continue;
+    }
+    int got = rx_pump(s);
+    pthread_mutex_unlock(&s->lock);
+    if (got && spin_seconds > 0) {
       spin_until = tcp_now() + spin_seconds;
       continue;
     }
@@ -299,6 +309,15 @@ static void *tx_thread(void *arg) {
   }
   atomic_fetch_sub(&tcp_live_threads, 1);
   return NULL;
+}
+
+static void rx_pump_inline(struct tcp_comm *c) {
+  for (int i = 0; i < c->nstreams; i++) {
+    struct tcp_stream *s = &c->streams[i];
+    if (pthread_mutex_trylock(&s->lock) != 0) continue;
+    rx_pump(s);
+    pthread_mutex_unlock(&s->lock);
+  }
 }
 
 /* Let the calling thread move what it can without blocking. */
@@ -468,9 +487,17 @@ ncclResult_t tcp_test(struct tcp_req *r, int *done, size_t *sizes) {
     COLLX_WARN("test called on a request that is not in flight (already completed?)");
     return ncclInvalidArgument;
   }
-  /* Receives are read by the stream threads; a small send still queued
-   * (its stream was busy) can be pushed by the caller. */
-  if (!req_is_done(r) && c->magic == TCP_MAGIC_SEND && r->size <= TCP_INLINE_MAX) tx_pump_inline(c);
+  /* Receives are read by the stream threads, and with COLLX_INLINE_RECV
+   * also by a caller polling test(), which then needs no thread wake-up; a
+   * small send still queued (its stream was busy) can be pushed by the
+   * caller. */
+  if (!req_is_done(r)) {
+    if (c->magic == TCP_MAGIC_SEND) {
+      if (r->size <= TCP_INLINE_MAX) tx_pump_inline(c);
+    } else if (inline_recv) {
+      rx_pump_inline(c);
+    }
+  }
   if (req_is_done(r)) {
     ncclResult_t res = (ncclResult_t)atomic_load(&r->error);
     if (sizes) {
