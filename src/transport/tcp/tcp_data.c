@@ -120,7 +120,7 @@ static int rx_copy_staged(struct tcp_stream *s) {
  * more.  Small pieces arrive with their header in one recv into the
  * staging buffer; the bulk of a large piece goes straight from the socket
  * into the receive buffer.  Returns 1 if any byte arrived. */
-static int rx_pump(struct tcp_stream *s) {
+static int rx_pump(struct tcp_stream *s, int small_only) {
   struct tcp_comm *c = s->comm;
   int progress = 0, dry = 0;
   while (!atomic_load(&c->error)) {
@@ -141,6 +141,9 @@ static int rx_pump(struct tcp_stream *s) {
     if (dry) return progress;
     enum sock_io io;
     size_t owed = s->rx_req ? s->rx_hdr.len - s->rx_done : 0;
+    /* Bulk is the stream thread's work: a caller reading inline stops at a
+     * large piece and goes back to NCCL's other requests. */
+    if (owed >= TCP_STAGE_SIZE / 2 && small_only) return progress;
     if (owed >= TCP_STAGE_SIZE / 2) {
       struct tcp_entry *e = &s->rx_req->e[s->rx_hdr.idx];
       size_t before = s->rx_done;
@@ -192,7 +195,7 @@ static void *rx_thread(void *arg) {
       sched_yield();
       continue;
     }
-    int got = rx_pump(s);
+    int got = rx_pump(s, 0);
     pthread_mutex_unlock(&s->lock);
     if (got && spin_seconds > 0) {
       spin_until = tcp_now() + spin_seconds;
@@ -315,7 +318,7 @@ static void rx_pump_inline(struct tcp_comm *c) {
   for (int i = 0; i < c->nstreams; i++) {
     struct tcp_stream *s = &c->streams[i];
     if (pthread_mutex_trylock(&s->lock) != 0) continue;
-    rx_pump(s);
+    rx_pump(s, 1);
     pthread_mutex_unlock(&s->lock);
   }
 }
