@@ -158,12 +158,28 @@ static int select_cands(const struct cand *c, int n, const struct filter *f, int
   return 0;
 }
 
+/* Strings the device table points to live until the plugin is unloaded;
+ * they are recorded here so that the unload can free them. */
+#define MAX_OWNED (COLLX_MAX_DEVICES * 2)
+static char *owned[MAX_OWNED];
+static int nowned;
+
+static char *own(char *p) {
+  if (p && nowned < MAX_OWNED) owned[nowned++] = p;
+  return p;
+}
+
+/* NCCL dlcloses the plugin when done with it: leave nothing behind. */
+__attribute__((destructor)) static void release_owned(void) {
+  while (nowned > 0) free(owned[--nowned]);
+}
+
 /* ---- Per-interface properties from sysfs --------------------------------- */
 
 static char *sysfs_pci_path(const char *ifname) {
   char path[PATH_MAX];
   snprintf(path, sizeof path, "/sys/class/net/%s/device", ifname);
-  return realpath(path, NULL); /* NULL for virtual interfaces */
+  return own(realpath(path, NULL)); /* NULL for virtual interfaces */
 }
 
 /* A positive number from the file, else 0 (the kernel reports -1 or fails
@@ -365,7 +381,7 @@ static int apply_plan(struct collx_device *devs, int n) {
     m->nmembers = pd->nmembers < COLLX_MAX_MEMBERS ? pd->nmembers : COLLX_MAX_MEMBERS;
     for (int j = 0; j < m->nmembers; j++) m->members[j] = devs[pd->member[j]].members[0];
     m->speed_mbps = pd->speed_mbps;
-    m->pci_path = pd->pci_path[0] ? strdup(pd->pci_path) : first->pci_path;
+    m->pci_path = pd->pci_path[0] ? own(strdup(pd->pci_path)) : first->pci_path;
     m->guid = first->guid ^ make_guid(m->name);
     COLLX_INFO(COLLX_LOG_INIT, "device %d: %s merges %d interfaces, %d Mbps, pci %s", nd - 1,
                m->name, m->nmembers, m->speed_mbps, m->pci_path ? m->pci_path : "none");

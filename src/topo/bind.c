@@ -271,3 +271,7 @@ void collx_topo_log_gpu_locality(int dev) {
                collx_dist_name(collx_topo_distance(p->topo, g.pcidev, nic->pcidev)));
   }
 }
+
+/* At unload (NCCL dlcloses the plugin), after the transport has released
+ * its NIC-local memory (its destructor runs first: higher priority). */
+__attribute__((destructor(150))) static void topo_unload(void) { collx_topo_teardown(); }

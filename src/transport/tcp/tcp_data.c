@@ -655,7 +655,7 @@ int tcp_is_recv_comm(const void *p) { return p && ((const struct tcp_comm *)p)->
 int tcp_is_req(const void *p) { return p && ((const struct tcp_req *)p)->magic == TCP_MAGIC_REQ; }
 
 /* NCCL dlcloses the plugin after the last close: release what is kept. */
-__attribute__((destructor)) static void quarantine_drain(void) {
+__attribute__((destructor(200))) static void quarantine_drain(void) {
   for (unsigned k = 0; k < TCP_QUARANTINE; k++)
     if (quarantine[k].obj) {
       quarantine[k].release(quarantine[k].obj);
