@@ -32,7 +32,7 @@
  * them (src/plugin/net_v*.c; tests/unit/test_exports.sh keeps them honest). */
 #define COLLX_INFO_NET_ABIS "v10, v9, v8, v7"
 
-enum mode { MODE_DEVICES, MODE_PARAMS, MODE_VERSION, MODE_TOPOLOGY, MODE_GPUS, MODE_HELP };
+enum mode { MODE_DEVICES, MODE_PARAMS, MODE_VERSION, MODE_TOPOLOGY, MODE_PLAN, MODE_GPUS, MODE_HELP };
 
 /* Interfaces --ifaces may name, and the topology modes may list. */
 #define COLLX_INFO_MAX_NICS 256
@@ -60,12 +60,14 @@ static void usage(FILE *out) {
           "                  (devices after COLLX_MERGE, NUMA nodes, the CPUs their\n"
           "                  threads are pinned to under COLLX_CPU_AFFINITY) and its\n"
           "                  GPU x NIC matrix; link speeds: COLLX_SPEED_MBPS or %d\n"
+          "      --plan      print this host's placement plan, as the plugin makes it\n"
+          "                  for the interfaces it selects (COLLX_IFNAME, ...)\n"
           "      --gpus      print the GPU x NIC distance matrix of this host (GPUs\n"
           "                  from the CUDA driver if present, else from hwloc)\n"
           "      --ifaces a,b,...\n"
           "                  with --topology or --gpus: the NICs in use (default:\n"
           "                  every NIC of the file, or the discovered interfaces)\n"
-          "      --json      with --topology or --gpus: print JSON\n"
+          "      --json      with --topology, --plan or --gpus: print JSON\n"
           "  -h, --help      print this help\n"
           "\n"
           "Without an option, list the devices as NCCL would see them.  Exit status\n"
@@ -254,6 +256,28 @@ static int run_topology(const struct options *o) {
   return rc;
 }
 
+/* The plan the plugin itself makes on this host: init discovers the
+ * interfaces and hands them to the planner. */
+static int run_plan(const struct options *o) {
+  if (collx_init(NULL) != ncclSuccess) {
+    fprintf(stderr, "collx-info: no device qualifies, so there is nothing to place\n");
+    return 1;
+  }
+  const struct collx_plan *p = collx_topo_current_plan();
+  struct collx_gpu_matrix m;
+  if (!p) {
+    fprintf(stderr, "collx-info: this host's topology could not be loaded: threads and buffers are not placed\n");
+    return 1;
+  }
+  if (collx_gpu_matrix_make(p->topo, p->nics, p->nnics, &m) != 0) {
+    fprintf(stderr, "collx-info: out of memory\n");
+    return 1;
+  }
+  print_plan_and_matrix(o, p, &m);
+  collx_gpu_matrix_free(&m);
+  return 0;
+}
+
 /* This host's NICs: --ifaces, else every interface discovery chose. */
 static int host_nics(const struct options *o, const struct collx_topo *t,
                      struct collx_nic_info *nics) {
@@ -300,12 +324,13 @@ static int run_gpus(const struct options *o) {
 /* ---- Command line --------------------------------------------------------- */
 
 /* Long options; `val` is what getopt_long returns, handled in parse_args. */
-enum { OPT_PARAMS = 256, OPT_VERSION, OPT_TOPOLOGY, OPT_GPUS, OPT_IFACES, OPT_JSON };
+enum { OPT_PARAMS = 256, OPT_VERSION, OPT_TOPOLOGY, OPT_PLAN, OPT_GPUS, OPT_IFACES, OPT_JSON };
 
 static const struct option long_opts[] = {
     {"params", no_argument, NULL, OPT_PARAMS},
     {"version", no_argument, NULL, OPT_VERSION},
     {"topology", required_argument, NULL, OPT_TOPOLOGY},
+    {"plan", no_argument, NULL, OPT_PLAN},
     {"gpus", no_argument, NULL, OPT_GPUS},
     {"ifaces", required_argument, NULL, OPT_IFACES},
     {"json", no_argument, NULL, OPT_JSON},
@@ -323,6 +348,7 @@ static int parse_args(int argc, char **argv, struct options *o) {
       case OPT_PARAMS: o->mode = MODE_PARAMS; break;
       case OPT_VERSION: o->mode = MODE_VERSION; break;
       case OPT_TOPOLOGY: o->mode = MODE_TOPOLOGY; o->topology = optarg; break;
+      case OPT_PLAN: o->mode = MODE_PLAN; break;
       case OPT_GPUS: o->mode = MODE_GPUS; break;
       case OPT_IFACES: o->ifaces = optarg; break;
       case OPT_JSON: o->json = 1; break;
@@ -335,8 +361,9 @@ static int parse_args(int argc, char **argv, struct options *o) {
     usage(stderr);
     return -1;
   }
-  if ((o->ifaces || o->json) && o->mode != MODE_TOPOLOGY && o->mode != MODE_GPUS) {
-    fprintf(stderr, "collx-info: --ifaces and --json go with --topology or --gpus\n");
+  if ((o->ifaces && o->mode != MODE_TOPOLOGY && o->mode != MODE_GPUS) ||
+      (o->json && o->mode != MODE_TOPOLOGY && o->mode != MODE_GPUS && o->mode != MODE_PLAN)) {
+    fprintf(stderr, "collx-info: --ifaces goes with --topology or --gpus, --json with --topology, --plan or --gpus\n");
     usage(stderr);
     return -1;
   }
@@ -349,6 +376,7 @@ int main(int argc, char **argv) {
       [MODE_PARAMS] = run_params,
       [MODE_VERSION] = run_version,
       [MODE_TOPOLOGY] = run_topology,
+      [MODE_PLAN] = run_plan,
       [MODE_GPUS] = run_gpus,
       [MODE_HELP] = run_help,
   };

@@ -50,6 +50,20 @@ assert len(d["gpu_nic"]["gpus"]) == 3 and d["gpu_nic"]["nics"] == ["eth0", "eth1
   check "--gpus --json parses" python3 -c 'import json, sys; json.loads(sys.argv[1])' "$json"
 fi
 
+# This host's own plan, as the plugin makes it (loopback: no locality).
+out=$(COLLX_IFNAME==lo "$info" --plan)
+check "--plan shows this host's plan for the selected interface" \
+  sh -c 'printf "%s\n" "$1" | grep -q "^topology  this machine" &&
+         printf "%s\n" "$1" | grep -q "^device 0  lo"' sh "$out"
+if command -v python3 >/dev/null 2>&1; then
+  json=$(COLLX_IFNAME==lo "$info" --plan --json)
+  check "--plan --json parses and names lo" python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+assert d["plan"]["this_system"] and [x["name"] for x in d["plan"]["devices"]] == ["lo"]
+' "$json"
+fi
+
 "$info" --topology "$dir/no-such-file.xml" >/dev/null 2>&1
 check "a missing file fails" test $? -eq 1
 "$info" --json >/dev/null 2>&1
