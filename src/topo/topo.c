@@ -5,6 +5,7 @@
  */
 #include "topo/topo_internal.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -35,7 +36,25 @@ static void describe_source(struct collx_topo *t, const char *xml_path) {
     snprintf(t->source, sizeof t->source, "this machine");
 }
 
+/* NCCL dlopens the plugin RTLD_LOCAL, which makes libhwloc local to it as
+ * well; hwloc's own add-ons (its libxml2 reader, PCI discovery) then fail to
+ * resolve libhwloc's symbols and hwloc quietly falls back to its minimal
+ * XML parser.  Promoting the already loaded libhwloc to global scope once
+ * lets them load.  The reference this takes is kept on purpose: libhwloc
+ * then stays loaded after the plugin is unloaded. */
+static void promote_hwloc(void) {
+  Dl_info info;
+  if (dladdr((void *)hwloc_topology_init, &info) && info.dli_fname)
+    (void)dlopen(info.dli_fname, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
+}
+
+static void make_hwloc_global(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, promote_hwloc);
+}
+
 struct collx_topo *collx_topo_load(const char *xml_path, char *why, size_t why_len) {
+  make_hwloc_global();
   struct collx_topo *t = calloc(1, sizeof *t);
   if (!t) {
     if (why) snprintf(why, why_len, "out of memory");

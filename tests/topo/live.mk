@@ -11,3 +11,8 @@ EXTRA_DIST += tests/topo/test_veth_merge.sh tests/topo/veth-topo.xml
 
 tests_topo_test_live_affinity_SOURCES = tests/topo/test_live_affinity.c
 tests_topo_test_live_affinity_LDADD = libcollx-core.la $(HWLOC_LDFLAGS) $(HWLOC_LIBS) -lpthread
+
+check_PROGRAMS += tests/topo/test_rtld_local
+TESTS += tests/topo/test_rtld_local
+tests_topo_test_rtld_local_SOURCES = tests/topo/test_rtld_local.c
+tests_topo_test_rtld_local_LDADD = -ldl
