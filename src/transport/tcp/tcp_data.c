@@ -6,9 +6,10 @@
  * it is posted: isend cuts the message into pieces and queues it, and any
  * idle stream takes the next piece, so a fast stream carries more than a slow
  * one and every posted request moves at once.  Small messages are written by
- * the posting thread itself (one sendmsg of header plus payload), and each
- * stream's thread, its only reader, spins briefly after data so that the
- * next message of a burst needs no wake-up.
+ * the posting thread itself (one sendmsg of header plus payload).  Each
+ * stream's thread reads its socket (with COLLX_INLINE_RECV a caller polling
+ * test() may read small pieces itself, and with COLLX_SPIN_US the thread
+ * keeps polling for a while after data instead of sleeping).
  */
 #include <errno.h>
 #include <poll.h>
@@ -179,10 +180,10 @@ static int rx_pump(struct tcp_stream *s, int small_only) {
   return progress;
 }
 
-/* Each stream has one reader, its thread.  After data it keeps polling the
- * socket without sleeping for COLLX_SPIN_US, so the next message of a burst
- * is read at once instead of after a wake-up (costly in VMs); then it
- * sleeps in poll until data comes. */
+/* A stream's reader.  With COLLX_SPIN_US it keeps polling the socket for
+ * that long after data, so the next message of a burst is read without a
+ * wake-up (costly in VMs); otherwise, and afterwards, it sleeps in poll
+ * until data comes. */
 static void *rx_thread(void *arg) {
   struct tcp_stream *s = arg;
   struct tcp_comm *c = s->comm;
