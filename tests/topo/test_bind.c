@@ -194,16 +194,6 @@ static void test_restricted_process(void) {
   collx_topo_teardown();
 }
 
-/* Under AddressSanitizer: hwloc's PCI discovery leaks about 4 KB per live
- * topology load inside its plugin, which hwloc unloads when the topology is
- * destroyed, so the leak can be neither attributed nor suppressed by name.
- * This test loads live topologies on purpose; the plugin's own lifecycle is
- * leak-checked by the conformance driver, the fault tests and the soak. */
-__attribute__((visibility("default"))) const char *__asan_default_options(void);
-__attribute__((visibility("default"))) const char *__asan_default_options(void) {
-  return "detect_leaks=0";
-}
-
 int main(void) {
   const char *dir = topo_test_dir();
   unsetenv("COLLX_TOPO_XML");
