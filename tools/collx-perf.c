@@ -690,6 +690,29 @@ static void brecv_all(int fd, char *p, size_t len) {
   }
 }
 
+/* Latency baseline: poll the socket without sleeping, as the plugin's
+ * caller polls test(), so that neither side of the comparison pays for a
+ * wake-up from a blocking read (in an idle VM that alone costs tens of us). */
+static void precv_all(int fd, char *p, size_t len) {
+  uint64_t deadline = 0;
+  while (len) {
+    ssize_t r = recv(fd, p, len, MSG_DONTWAIT);
+    if (r > 0) {
+      p += r;
+      len -= (size_t)r;
+      continue;
+    }
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      if (!deadline) deadline = o.timeout > 0 ? now_ns() + timeout_ns() : UINT64_MAX;
+      beat();
+      if (now_ns() > deadline) die("baseline TCP receive: no data within --timeout while %s", g_phase);
+      continue;
+    }
+    die("baseline TCP receive: %s while %s", r == 0 ? "peer closed the connection" : strerror(errno),
+        g_phase);
+  }
+}
+
 /* ========================================================================
  * Wire format of the bootstrap (big-endian 64-bit words)
  * ======================================================================== */
@@ -909,40 +932,41 @@ static uint64_t plugin_bw(struct peer *p, size_t size, uint64_t n, int do_send, 
 }
 
 /* ---- plugin latency: ping-pong, one message in flight ------------------ */
+/* Ping-pong with receives posted ahead, the way NCCL's proxy posts them (and
+ * ib_send_lat keeps its receive queue filled): each side sends first and
+ * then replaces the receive it has used, so a receive's clear-to-send is
+ * out before the peer needs it.  Every call is inside the timed loop. */
+static void *lat_recv(struct peer *p, uint64_t k, size_t size) {
+  return irecv1(p, p->rbuf + (size_t)(k % 2) * p->slot, size, "posting a receive");
+}
+
+static void lat_wait(struct peer *p, void *req, long expect, const char *what) {
+  struct idle id = {0, 0};
+  while (beat(), !req_done(req, expect, what)) idle_tick(&id, p->bfd, p->peer_name, g_phase);
+}
+
 static void plugin_lat(struct peer *p, size_t size, uint64_t n, uint64_t *rtt) {
   set_phase("measuring plugin latency, %zu B, %" PRIu64 " round trips", size, n);
+  void *rr[2] = {NULL, NULL}, *sr;
   if (p->is_client) {
+    rr[0] = lat_recv(p, 0, size); /* the pong of ping i+1 is posted after ping i */
     bs_barrier(p);
     for (uint64_t i = 0; i < n; i++) {
       uint64_t t0 = now_ns();
-      void *rr = irecv1(p, p->rbuf, size, "posting the pong receive"), *sr;
       isend_retry(p, p->sbuf, size, &sr, "sending the ping");
-      int rd = 0, sd = 0;
-      struct idle id = {0, 0};
-      while (!rd || !sd) {
-        beat();
-        int prog = 0;
-        if (!sd && req_done(sr, -1, "isend (ping)")) sd = prog = 1;
-        if (!rd && req_done(rr, (long)size, "irecv (pong)")) rd = prog = 1;
-        if (!prog) idle_tick(&id, p->bfd, p->peer_name, g_phase);
-      }
+      if (i + 1 < n) rr[(i + 1) % 2] = lat_recv(p, i + 1, size);
+      lat_wait(p, rr[i % 2], (long)size, "irecv (pong)");
+      lat_wait(p, sr, -1, "isend (ping)");
       rtt[i] = now_ns() - t0;
     }
   } else {
-    int slot = 0;
-    void *rr = irecv1(p, p->rbuf, size, "posting the ping receive"), *sr;
+    for (uint64_t k = 0; k < 2 && k < n; k++) rr[k] = lat_recv(p, k, size);
     bs_barrier(p);
     for (uint64_t i = 0; i < n; i++) {
-      struct idle id = {0, 0};
-      while (beat(), !req_done(rr, (long)size, "irecv (ping)")) idle_tick(&id, p->bfd, p->peer_name, g_phase);
-      if (i + 1 < n) {
-        slot ^= 1;
-        rr = irecv1(p, p->rbuf + (size_t)slot * p->slot, size, "posting the ping receive");
-      }
+      lat_wait(p, rr[i % 2], (long)size, "irecv (ping)");
       isend_retry(p, p->sbuf, size, &sr, "sending the pong");
-      id.n = 0;
-      id.since = 0;
-      while (beat(), !req_done(sr, -1, "isend (pong)")) idle_tick(&id, p->bfd, p->peer_name, g_phase);
+      if (i + 2 < n) rr[i % 2] = lat_recv(p, i + 2, size);
+      lat_wait(p, sr, -1, "isend (pong)");
     }
   }
 }
@@ -984,7 +1008,7 @@ static uint64_t tcp_bw(struct peer *p, size_t size, uint64_t n, int do_send, int
   return do_send ? a.t_end - t0 : 0;
 }
 
-/* ---- baseline TCP latency: ping-pong on one socket, TCP_NODELAY -------- */
+/* ---- baseline TCP latency: ping-pong on one socket, TCP_NODELAY, polled - */
 static void tcp_lat(struct peer *p, size_t size, uint64_t n, uint64_t *rtt) {
   set_phase("measuring TCP latency, %zu B, %" PRIu64 " round trips", size, n);
   bs_barrier(p);
@@ -992,12 +1016,12 @@ static void tcp_lat(struct peer *p, size_t size, uint64_t n, uint64_t *rtt) {
     for (uint64_t i = 0; i < n; i++) {
       uint64_t t0 = now_ns();
       bsend_all(p->tfd_out, p->sbuf, size);
-      brecv_all(p->tfd_out, p->rbuf, size);
+      precv_all(p->tfd_out, p->rbuf, size);
       rtt[i] = now_ns() - t0;
     }
   } else {
     for (uint64_t i = 0; i < n; i++) {
-      brecv_all(p->tfd_in, p->rbuf, size);
+      precv_all(p->tfd_in, p->rbuf, size);
       bsend_all(p->tfd_in, p->sbuf, size);
     }
   }
@@ -1368,7 +1392,8 @@ static int client_main(const char *host, int port, pid_t server_pid) {
     emit(p, " Sizes           : %s .. %s, %d sizes\n", fmt_size(sizes[0], b1, sizeof b1),
          fmt_size(sizes[nsizes - 1], b2, sizeof b2), nsizes);
   if (o.compare)
-    emit(p, " Baseline        : plain TCP, one socket per direction, TCP_NODELAY, same processes\n");
+    emit(p, " Baseline        : plain TCP, one socket per direction, TCP_NODELAY, same processes%s\n",
+         o.test == TEST_LAT ? "; receives busy-poll" : "");
   if (o.check) emit(p, " Data check      : every received message (plugin runs)\n");
   emit(p, " Units           : GB/s = 1e9 bytes/s; latency = half round trip in usec\n");
   emit(p, "%s", rule);

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
@@ -28,13 +29,30 @@ const char *collx_version(void) { return PACKAGE_VERSION; }
 void collx_set_abi_version(int version) { atomic_store(&abi_version, version); }
 int collx_abi_version(void) { return atomic_load(&abi_version); }
 
+/* COLLX_PROGRESS: 1 when the caller's thread should do all socket I/O.
+ * auto picks it on small hosts: NCCL's proxy thread already spins on a core
+ * in test(), and stream threads beside it only add wake-ups and context
+ * switches (bench/NOTES.md, CPU machine). */
+static int caller_progress_wanted(void) {
+  const char *mode = collx_param_str(COLLX_P_PROGRESS);
+  if (mode && !strcmp(mode, "caller")) return 1;
+  if (mode && !strcmp(mode, "threads")) return 0;
+  if (mode && *mode && strcmp(mode, "auto"))
+    COLLX_WARN("COLLX_PROGRESS=%s is not threads, caller or auto; using auto", mode);
+  cpu_set_t set;
+  int ncpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                          : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  return ncpus < 4;
+}
+
 static void configure_transport(void) {
   long ncores = sysconf(_SC_NPROCESSORS_ONLN);
   int fastest = 0;
   for (int i = 0; i < ndevices; i++)
     if (devices[i].speed_mbps > fastest) fastest = devices[i].speed_mbps;
   long nstreams = collx_param_int(COLLX_P_NSTREAMS);
-  if (nstreams <= 0) nstreams = tcp_default_nstreams(fastest, (int)ncores);
+  int caller = caller_progress_wanted();
+  if (nstreams <= 0) nstreams = tcp_default_nstreams(fastest, (int)ncores, caller);
   if (nstreams > 16) {
     COLLX_WARN("COLLX_NSTREAMS=%ld is more than 16; using 16", nstreams);
     nstreams = 16;
@@ -52,9 +70,11 @@ static void configure_transport(void) {
   long spin = collx_param_int(COLLX_P_SPIN_US);
   tcp_set_spin_us((int)spin);
   tcp_set_inline_recv(collx_param_int(COLLX_P_INLINE_RECV) != 0);
+  tcp_set_caller_progress(caller);
   collx_topo_set_streams((int)nstreams); /* the pin layout follows the real count */
-  COLLX_INFO(COLLX_LOG_INIT, "%ld streams per connection, pieces up to %ld bytes, stream threads spin %ld us",
-             nstreams, piece, spin);
+  COLLX_INFO(COLLX_LOG_INIT, "%ld streams per connection, pieces up to %ld bytes, %s", nstreams, piece,
+             caller ? "I/O by the caller of isend/irecv/test (COLLX_PROGRESS)" : "a thread per stream");
+  if (!caller && spin > 0) COLLX_INFO(COLLX_LOG_INIT, "stream threads spin %ld us after data", spin);
 }
 
 ncclResult_t collx_init(ncclDebugLogger_t logger) {

@@ -4,4 +4,6 @@
 check_PROGRAMS += tests/driver/conformance
 tests_driver_conformance_SOURCES = tests/driver/conformance.c
 tests_driver_conformance_LDADD = -ldl -lpthread
-TESTS += tests/driver/conformance
+# Every case runs in both progress modes (COLLX_PROGRESS threads / caller).
+TESTS += tests/driver/conformance-threads.sh tests/driver/conformance-caller.sh
+EXTRA_DIST += tests/driver/conformance-threads.sh tests/driver/conformance-caller.sh

@@ -6,4 +6,5 @@
 check_PROGRAMS += tests/faults/faults
 tests_faults_faults_SOURCES = tests/faults/faults.c
 tests_faults_faults_LDADD = -ldl -lpthread
-TESTS += tests/faults/faults
+TESTS += tests/faults/faults-threads.sh tests/faults/faults-caller.sh
+EXTRA_DIST += tests/faults/faults-threads.sh tests/faults/faults-caller.sh

@@ -450,6 +450,7 @@ static void run_child(const char *self, const struct run *rc) {
     char ns[8];
     snprintf(ns, sizeof ns, "%d", NSTREAMS);
     setenv("COLLX_NSTREAMS", ns, 1);
+    setenv("COLLX_PROGRESS", "threads", 1); /* the stream threads are what is placed */
     unsetenv("COLLX_TOPO_XML");
     unsetenv("HWLOC_XMLFILE");
     unsetenv("COLLX_MERGE");

@@ -8,9 +8,10 @@
 # runs in A, collx-perf 10.231.0.1 in B, and the byte counters of the veths
 # (read inside the namespaces: sysfs shows the reader's namespace) say where
 # the data went:
-#   1. COLLX_MERGE=v0+v1 (explicit), COLLX_NSTREAMS=4, --bidir: both sides
-#      see one device v0+v1, and in each direction each member carries at
-#      least 25% of the bytes, together at least the bytes moved;
+#   1. COLLX_MERGE=v0+v1 (explicit), COLLX_NSTREAMS=4, --bidir, with stream
+#      threads and with COLLX_PROGRESS=caller: both sides see one device
+#      v0+v1, and in each direction each member carries at least 25% of the
+#      bytes, together at least the bytes moved;
 #   2. COLLX_MERGE=none, COLLX_IFNAME==v0: everything on v0, v1 carries less
 #      than 1% of v0's bytes;
 #   3. COLLX_MERGE=auto with COLLX_TOPO_XML=tests/topo/veth-topo.xml (a
@@ -59,7 +60,7 @@ if [ ! -r "$xml" ]; then
   exit 1
 fi
 # The settings under test are set per run; nothing from the caller leaks in.
-unset COLLX_IFNAME NCCL_SOCKET_IFNAME COLLX_MERGE COLLX_NSTREAMS COLLX_TOPO_XML HWLOC_XMLFILE \
+unset COLLX_IFNAME NCCL_SOCKET_IFNAME COLLX_MERGE COLLX_NSTREAMS COLLX_TOPO_XML HWLOC_XMLFILE COLLX_PROGRESS \
   COLLX_CPU_AFFINITY COLLX_SOCKET_FAMILY COLLX_SPEED_MBPS COLLX_PLUGIN
 
 A=cxvA$$
@@ -187,12 +188,14 @@ striped() {
   check $ok "$1 $2: members together carry >= the $moved bytes moved ($total)"
 }
 
-# ---- 1. explicit merge, both directions ----------------------------------
+# ---- 1. explicit merge, both directions, either way of moving the bytes -----
 PERF_ARGS=--bidir
-perf_run explicit COLLX_IFNAME==v0,v1 COLLX_MERGE=v0+v1 COLLX_NSTREAMS=4
-devices_are explicit v0+v1
-striped explicit "B->A" "$d_B_v0" "$d_B_v1"
-striped explicit "A->B" "$d_A_v0" "$d_A_v1"
+for progress in threads caller; do
+  perf_run explicit-$progress COLLX_IFNAME==v0,v1 COLLX_MERGE=v0+v1 COLLX_NSTREAMS=4 COLLX_PROGRESS=$progress
+  devices_are explicit-$progress v0+v1
+  striped explicit-$progress "B->A" "$d_B_v0" "$d_B_v1"
+  striped explicit-$progress "A->B" "$d_A_v0" "$d_A_v1"
+done
 
 # ---- 2. no merge, v0 only ---------------------------------------------------
 PERF_ARGS=--bidir

@@ -27,8 +27,11 @@ void tcp_configure(const struct tcp_config *cfg);
 void tcp_set_spin_us(int us);
 /* COLLX_INLINE_RECV: test() reads arrived data itself. */
 void tcp_set_inline_recv(int on);
+/* COLLX_PROGRESS=caller: no stream threads, the caller's isend/test move
+ * every request of the comm. */
+void tcp_set_caller_progress(int on);
 /* Streams per connection when COLLX_NSTREAMS is 0. */
-int tcp_default_nstreams(int speed_mbps, int ncores);
+int tcp_default_nstreams(int speed_mbps, int ncores, int caller_progress);
 
 ncclResult_t tcp_listen(const struct collx_device *dev, int dev_index, struct collx_handle *h,
                         struct tcp_listen **out);

@@ -9,7 +9,9 @@
  * the posting thread itself (one sendmsg of header plus payload).  Each
  * stream's thread reads its socket (with COLLX_INLINE_RECV a caller polling
  * test() may read small pieces itself, and with COLLX_SPIN_US the thread
- * keeps polling for a while after data instead of sleeping).
+ * keeps polling for a while after data instead of sleeping).  With
+ * COLLX_PROGRESS=caller there are no stream threads: the thread calling
+ * isend and test does every read and write, for all of the comm's requests.
  */
 #include <errno.h>
 #include <poll.h>
@@ -31,6 +33,10 @@ atomic_int tcp_live_threads;
 
 /* Messages up to this size are written by the posting thread. */
 #define TCP_INLINE_MAX (64 * 1024)
+/* Bytes read beyond the current piece into the staging buffer: the next
+ * header and a small payload come in the same recv, while most of a large
+ * payload goes straight to its receive buffer. */
+#define TCP_RX_LOOKAHEAD 4096
 /* How long a stream thread sleeps in poll before re-checking for close. */
 #define TCP_POLL_MS 100
 
@@ -38,6 +44,8 @@ static double spin_seconds = 0;
 void tcp_set_spin_us(int us) { spin_seconds = us > 0 ? us * 1e-6 : 0; }
 static int inline_recv;
 void tcp_set_inline_recv(int on) { inline_recv = on; }
+static int caller_progress;
+void tcp_set_caller_progress(int on) { caller_progress = on; }
 
 /* ---- errors -------------------------------------------------------------- */
 
@@ -161,13 +169,18 @@ static int rx_pump(struct tcp_stream *s, int small_only) {
         s->stage_len -= s->stage_pos;
         s->stage_pos = 0;
       }
+      /* Read the rest of a small piece and a little beyond it: enough for
+       * the next header and a small payload in the same call, but not so
+       * much of a large payload that it would be copied twice. */
+      size_t want = s->stage_len + owed + TCP_RX_LOOKAHEAD;
+      if (want > TCP_STAGE_SIZE) want = TCP_STAGE_SIZE;
       size_t before = s->stage_len;
-      io = sock_recv_once(s->fd, s->stage, TCP_STAGE_SIZE, &s->stage_len);
+      io = sock_recv_once(s->fd, s->stage, want, &s->stage_len);
       if (s->stage_len > before) {
         /* A short read means the socket is dry: parse what came, and do
          * not ask again only to hear EAGAIN. */
         progress = 1;
-        dry = s->stage_len < TCP_STAGE_SIZE;
+        dry = s->stage_len < want;
         continue;
       }
     }
@@ -334,6 +347,40 @@ static void tx_pump_inline(struct tcp_comm *c) {
   }
 }
 
+/* One piece's worth of sending on a stream: 1 if a piece went out whole. */
+static int tx_step(struct tcp_stream *s) {
+  struct tcp_comm *c = s->comm;
+  if (atomic_load(&c->error)) return 0;
+  if (!s->tx_req && !tx_take_piece(s)) return 0;
+  enum sock_io io = tx_write_piece(s);
+  if (io == SOCK_IO_DONE) return 1;
+  if (io != SOCK_IO_AGAIN) tcp_comm_fail(c, ncclRemoteError, tcp_io_reason(io));
+  return 0;
+}
+
+/* COLLX_PROGRESS=caller: the comm has no stream threads, and every call
+ * moves all of its requests as far as the sockets allow, bulk included, so
+ * that NCCL testing only its oldest request still keeps the rest moving.
+ * Sends go out a piece per stream in turn, starting from a different stream
+ * each call, so that the streams share the pieces (and a stream whose
+ * socket is full simply takes fewer). */
+static void caller_pump(struct tcp_comm *c) {
+  int n = c->nstreams, first = (int)(c->pump_turn++ % (unsigned)n);
+  int sent;
+  do {
+    sent = 0;
+    for (int k = 0; k < n; k++) {
+      struct tcp_stream *s = &c->streams[(first + k) % n];
+      if (pthread_mutex_trylock(&s->lock) != 0) continue;
+      if (c->magic == TCP_MAGIC_SEND)
+        sent |= tx_step(s);
+      else
+        rx_pump(s, 0);
+      pthread_mutex_unlock(&s->lock);
+    }
+  } while (sent);
+}
+
 /* ---- sends ---------------------------------------------------------------- */
 
 static struct tcp_req *req_alloc(struct tcp_comm *c) {
@@ -377,6 +424,15 @@ static void send_truncation(struct tcp_comm *c, uint32_t seq, int idx, size_t si
   pthread_mutex_unlock(&s->lock);
 }
 
+/* isend has no CTS for this message yet: NCCL will ask again.  Counted, so
+ * that the close-time statistics say whether senders wait for receivers. */
+static ncclResult_t send_not_yet(struct tcp_comm *c) {
+  c->stats.isend_retries++;
+  if (!c->stats.waiting) c->stats.sends_waited++;
+  c->stats.waiting = 1;
+  return ncclSuccess;
+}
+
 ncclResult_t tcp_isend(struct tcp_comm *c, void *data, size_t size, int tag,
                        struct tcp_req **out) {
   *out = NULL;
@@ -388,14 +444,14 @@ ncclResult_t tcp_isend(struct tcp_comm *c, void *data, size_t size, int tag,
     if (atomic_load(&c->error)) return tcp_comm_error(c);
   }
   if (!atomic_load_explicit(&slot->valid, memory_order_acquire) || slot->seq != c->send_seq)
-    return ncclSuccess; /* receiver not ready */
+    return send_not_yet(c); /* receiver not ready */
   int idx = -1;
   for (int i = 0; i < slot->n; i++)
     if (!(slot->matched & (1u << i)) && slot->e[i].tag == tag) {
       idx = i;
       break;
     }
-  if (idx < 0) return ncclSuccess; /* this tag belongs to a later receive */
+  if (idx < 0) return send_not_yet(c); /* this tag belongs to a later receive */
   struct tcp_req *r = req_alloc(c);
   if (!r) {
     COLLX_WARN("send to %s on device %s: more than %d requests outstanding", c->peer,
@@ -417,6 +473,9 @@ ncclResult_t tcp_isend(struct tcp_comm *c, void *data, size_t size, int tag,
     send_truncation(c, seq, idx, size);
     return ncclInvalidUsage;
   }
+  c->stats.waiting = 0;
+  c->stats.messages++;
+  c->stats.bytes += size;
   r->seq = seq;
   r->idx = idx;
   r->data = data;
@@ -428,6 +487,11 @@ ncclResult_t tcp_isend(struct tcp_comm *c, void *data, size_t size, int tag,
   pthread_mutex_lock(&c->q_lock);
   collx_list_add_tail(&c->queue, &r->qnode);
   pthread_mutex_unlock(&c->q_lock);
+  *out = r;
+  if (caller_progress) {
+    caller_pump(c);
+    return ncclSuccess;
+  }
   /* A small message is written here and now; wake the stream threads only
    * for what is left (a futex wake and a thread hop cost more than the
    * write itself). */
@@ -435,7 +499,6 @@ ncclResult_t tcp_isend(struct tcp_comm *c, void *data, size_t size, int tag,
   pthread_mutex_lock(&c->q_lock);
   if (!collx_list_empty(&c->queue)) pthread_cond_broadcast(&c->q_cond);
   pthread_mutex_unlock(&c->q_lock);
-  *out = r;
   return ncclSuccess;
 }
 
@@ -496,7 +559,9 @@ ncclResult_t tcp_test(struct tcp_req *r, int *done, size_t *sizes) {
    * small send still queued (its stream was busy) can be pushed by the
    * caller. */
   if (!req_is_done(r)) {
-    if (c->magic == TCP_MAGIC_SEND) {
+    if (caller_progress) {
+      caller_pump(c);
+    } else if (c->magic == TCP_MAGIC_SEND) {
       if (r->size <= TCP_INLINE_MAX) tx_pump_inline(c);
     } else if (inline_recv) {
       rx_pump_inline(c);
@@ -509,6 +574,10 @@ ncclResult_t tcp_test(struct tcp_req *r, int *done, size_t *sizes) {
         sizes[0] = r->size;
       else
         for (int i = 0; i < r->n; i++) sizes[i] = (size_t)atomic_load(&r->e[i].total);
+    }
+    if (c->magic == TCP_MAGIC_RECV) {
+      c->stats.messages++;
+      for (int i = 0; i < r->n; i++) c->stats.bytes += (uint64_t)atomic_load(&r->e[i].total);
     }
     req_release(r);
     if (res != ncclSuccess) return res;
@@ -578,7 +647,7 @@ ncclResult_t tcp_comm_start(int is_send, int dev, const char *devname, const cha
       return ncclSystemError;
     }
   }
-  for (int i = 0; i < nstreams; i++) {
+  for (int i = 0; i < nstreams && !caller_progress; i++) {
     struct tcp_stream *s = &c->streams[i];
     atomic_fetch_add(&tcp_live_threads, 1);
     if (pthread_create(&s->thread, NULL, is_send ? tx_thread : rx_thread, s) != 0) {
@@ -605,7 +674,21 @@ void tcp_comm_wake(struct tcp_comm *c) {
   pthread_mutex_unlock(&c->q_lock);
 }
 
+static void log_stats(const struct tcp_comm *c) {
+  if (c->magic == TCP_MAGIC_SEND)
+    COLLX_INFO(COLLX_LOG_NET, "send connection to %s on device %s closed: %llu messages, %llu bytes; %llu sends "
+               "found the receiver not ready at their first isend (%llu isend calls without a request)",
+               c->peer, c->devname, (unsigned long long)c->stats.messages,
+               (unsigned long long)c->stats.bytes, (unsigned long long)c->stats.sends_waited,
+               (unsigned long long)c->stats.isend_retries);
+  else
+    COLLX_INFO(COLLX_LOG_NET, "receive connection from %s on device %s closed: %llu receives completed, %llu bytes",
+               c->peer, c->devname, (unsigned long long)c->stats.messages,
+               (unsigned long long)c->stats.bytes);
+}
+
 void tcp_comm_close(struct tcp_comm *c) {
+  if (c->magic == TCP_MAGIC_SEND || c->magic == TCP_MAGIC_RECV) log_stats(c);
   if (c->watched) tcp_watchdog_remove(c);
   atomic_store(&c->stop, 1);
   /* Wake every thread: blocked in poll (shutdown makes the fd ready) or

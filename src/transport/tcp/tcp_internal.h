@@ -126,6 +126,14 @@ struct tcp_comm {
   struct tcp_cts_slot cts[TCP_SEQ_SLOTS];
   uint32_t send_seq;          /* CTS being filled */
   size_t max_piece;
+  unsigned pump_turn;         /* COLLX_PROGRESS=caller: stream to start from */
+  /* What the comm did, logged at close (INFO): the caller's thread only. */
+  struct {
+    uint64_t messages, bytes;
+    uint64_t sends_waited;  /* sends whose first isend found no CTS */
+    uint64_t isend_retries; /* isend calls that returned no request */
+    int waiting;            /* the current send has already been counted */
+  } stats;
   /* receive side */
   uint32_t recv_seq;
   /* receive posted for seq % MAX_REQUESTS; published with release order so
