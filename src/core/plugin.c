@@ -52,7 +52,7 @@ static void configure_transport(void) {
     if (devices[i].speed_mbps > fastest) fastest = devices[i].speed_mbps;
   long nstreams = collx_param_int(COLLX_P_NSTREAMS);
   int caller = caller_progress_wanted();
-  if (nstreams <= 0) nstreams = tcp_default_nstreams(fastest, (int)ncores, caller);
+  if (nstreams <= 0) nstreams = tcp_default_nstreams(fastest, (int)ncores);
   if (nstreams > 16) {
     COLLX_WARN("COLLX_NSTREAMS=%ld is more than 16; using 16", nstreams);
     nstreams = 16;

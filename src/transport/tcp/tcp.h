@@ -31,7 +31,7 @@ void tcp_set_inline_recv(int on);
  * every request of the comm. */
 void tcp_set_caller_progress(int on);
 /* Streams per connection when COLLX_NSTREAMS is 0. */
-int tcp_default_nstreams(int speed_mbps, int ncores, int caller_progress);
+int tcp_default_nstreams(int speed_mbps, int ncores);
 
 ncclResult_t tcp_listen(const struct collx_device *dev, int dev_index, struct collx_handle *h,
                         struct tcp_listen **out);

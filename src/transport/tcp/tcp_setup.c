@@ -34,11 +34,7 @@ void tcp_configure(const struct tcp_config *cfg) {
   tcp_ctrl_set_timeout(cfg->timeout_s);
 }
 
-int tcp_default_nstreams(int speed_mbps, int ncores, int caller_progress) {
-  /* With the caller doing all I/O a second socket only adds system calls
-   * per byte: on a 2-core host one stream carried 0.8-0.97 of plain TCP's
-   * bidirectional bandwidth, two 0.68-0.79 (README, collx-perf). */
-  if (caller_progress) return 1;
+int tcp_default_nstreams(int speed_mbps, int ncores) {
   /* About one stream per 100 Gb/s of link, at least two (a lost segment on
    * one stream then stalls only part of a message), and at most eight and
    * half the cores: each stream has a thread on each side.  Measured on an
