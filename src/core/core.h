@@ -60,6 +60,9 @@ ncclResult_t collx_close_listen(void *listen_comm);
 const char *collx_version(void);
 void collx_set_abi_version(int version);
 int collx_abi_version(void);
+/* After init: 1 when the callers of isend/irecv/test do the socket I/O
+ * (COLLX_PROGRESS), 0 when every stream has its own thread. */
+int collx_caller_progress(void);
 
 /* Plugin threads alive right now (tests check it drops to 0 after close). */
 int collx_live_threads(void);
