@@ -541,6 +541,32 @@ else
   err "no python3: table.md, busbw.png and summary.txt not written"
 fi
 
+# The plugin's close-time statistics (INFO, NET): how many sends found the
+# receiver's clear-to-send missing at their first isend, per collx run.
+# Many such sends mean the CTS is on the critical path (bench/NOTES.md, 8).
+cts_stats() {
+  local name logs
+  for logs in "$RAW"/*r-collx.nccl.rank0.log; do
+    [ -f "$logs" ] || continue
+    name=$(basename "$logs" .nccl.rank0.log)
+    cat "$RAW/$name".nccl.rank*.log 2>/dev/null | awk -v n="$name" '
+      /NET\/collx : send connection to .* closed:/ {
+        for (i = 1; i <= NF; i++) {
+          if ($i == "messages,") m += $(i - 1)
+          if ($i == "sends" && $(i + 1) == "found") w += $(i - 1)
+        }
+        c++
+      }
+      END { if (c) printf "%s: %d send connections closed, %d sends, %d (%.1f%%) found no CTS at their first isend\n",
+                          n, c, m, w, m ? 100.0 * w / m : 0 }'
+  done
+}
+if [ -f "$RESULTS_DIR/summary.txt" ]; then
+  stats=$(cts_stats)
+  [ -n "$stats" ] && printf '\ncollx send statistics (from the plugin'"'"'s close-time INFO lines):\n%s\n' "$stats" \
+    >>"$RESULTS_DIR/summary.txt"
+fi
+
 # Keep every raw file reasonably small before packing (head and tail kept).
 for f in "$RAW"/*; do
   [ -f "$f" ] || continue
