@@ -54,6 +54,8 @@
 
 #include "collx/net_abi.h"
 
+#include "../common/proc.h"
+
 #define DEFAULT_PLUGIN "./.libs/libnccl-net-collx.so"
 #define PLUGIN_SYMBOL "ncclNetPlugin_v8"
 
@@ -115,11 +117,6 @@ static struct wctx *g_ctx; /* the worker's context (the logger needs it) */
 
 static double S(double s) { return s * g_scale; }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static const char *res_str(ncclResult_t r) {
   switch (r) {
@@ -275,11 +272,6 @@ static void backoff(unsigned *spins) {
   }
 }
 
-static void sleep_s(double s) {
-  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
 
 /* ------------------------------------------------------------------------ */
 /* Control channel between the two workers. */
@@ -434,16 +426,6 @@ static void *xmalloc(struct wctx *c, size_t n) {
 
 /* ------------------------------------------------------------------------ */
 /* Loading the plugin. */
-static int count_tasks(void) {
-  DIR *d = opendir("/proc/self/task");
-  if (!d) return -1;
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL)
-    if (e->d_name[0] != '.') n++;
-  closedir(d);
-  return n;
-}
 
 static void task_names(char *out, size_t cap) {
   out[0] = 0;

@@ -2,7 +2,7 @@
 # drives it through ncclNetPlugin_v8 the way NCCL's proxy thread does.
 # Run one case: tests/driver/conformance --case grouped; list: --list.
 check_PROGRAMS += tests/driver/conformance
-tests_driver_conformance_SOURCES = tests/driver/conformance.c
+tests_driver_conformance_SOURCES = tests/driver/conformance.c tests/common/proc.h
 tests_driver_conformance_LDADD = -ldl -lpthread
 # Every case runs in both progress modes (COLLX_PROGRESS threads / caller).
 TESTS += tests/driver/conformance-threads.sh tests/driver/conformance-caller.sh

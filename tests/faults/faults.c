@@ -61,6 +61,8 @@
 #include "core/handle.h"
 #include "transport/tcp/wire.h"
 
+#include "../common/proc.h"
+
 /* The handle layout the garbage-handle case relies on. */
 _Static_assert(offsetof(struct collx_handle, secret) == 32, "secret at offset 32 of the handle");
 _Static_assert(offsetof(struct collx_handle, port) == 28, "port at offset 28 of the handle");
@@ -120,18 +122,7 @@ static const char *g_plugin;
 
 static double S(double s) { return s * g_scale; }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
-static void sleep_s(double s) {
-  if (s <= 0) return;
-  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
 
 static const char *res_str(int r) {
   static const char *const n[] = {"ncclSuccess",        "ncclUnhandledCudaError", "ncclSystemError",
@@ -249,18 +240,6 @@ static int barrier(int i, int n, const char *what) {
 
 /* ------------------------------------------------------------------------ */
 /* Resources of this process. */
-static int count_dir(const char *path) {
-  DIR *d = opendir(path);
-  if (!d) return -1;
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL)
-    if (e->d_name[0] != '.') n++;
-  closedir(d);
-  return n;
-}
-static int count_fds(void) { return count_dir("/proc/self/fd") - 1; /* minus the DIR's own */ }
-static int count_tasks(void) { return count_dir("/proc/self/task"); }
 
 static void list_fds(char *out, size_t cap) {
   out[0] = 0;

@@ -4,7 +4,7 @@
 # dlopens the built plugin; it prints "N passed, N failed, N skipped".
 # One case: tests/faults/faults --case stray-clients; list: --list.
 check_PROGRAMS += tests/faults/faults
-tests_faults_faults_SOURCES = tests/faults/faults.c
+tests_faults_faults_SOURCES = tests/faults/faults.c tests/common/proc.h
 tests_faults_faults_LDADD = -ldl -lpthread
 TESTS += tests/faults/faults-threads.sh tests/faults/faults-caller.sh
 EXTRA_DIST += tests/faults/faults-threads.sh tests/faults/faults-caller.sh

@@ -49,6 +49,8 @@
 
 #include "collx/net_abi.h"
 
+#include "../common/proc.h"
+
 #define DEFAULT_PLUGIN "./.libs/libnccl-net-collx.so"
 #define MAX_COMMS 256
 #define MAX_INFLIGHT NCCL_NET_MAX_REQUESTS
@@ -92,17 +94,7 @@ static void *g_dl;
 static int g_stop;     /* receiver: stop posting (local) */
 static int g_may_exit; /* workers stay until the end sample is taken */
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
-static void sleep_s(double s) {
-  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -139,18 +131,6 @@ static void logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
 }
 
 /* ------------------------------------------------------------------------ */
-static int count_dir(const char *path) {
-  DIR *d = opendir(path);
-  if (!d) return -1;
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL)
-    if (e->d_name[0] != '.') n++;
-  closedir(d);
-  return n;
-}
-static int count_fds(void) { return count_dir("/proc/self/fd") - 1; }
-static int count_tasks(void) { return count_dir("/proc/self/task"); }
 
 /* Built with -fsanitize=address or thread: VmRSS says nothing about leaks. */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
