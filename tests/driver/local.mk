@@ -5,5 +5,5 @@ check_PROGRAMS += tests/driver/conformance
 tests_driver_conformance_SOURCES = tests/driver/conformance.c tests/common/proc.h
 tests_driver_conformance_LDADD = -ldl -lpthread
 # Every case runs in both progress modes (COLLX_PROGRESS threads / caller).
-TESTS += tests/driver/conformance-threads.sh tests/driver/conformance-caller.sh
-EXTRA_DIST += tests/driver/conformance-threads.sh tests/driver/conformance-caller.sh
+TESTS += tests/driver/conformance-threads.sh tests/driver/conformance-caller.sh tests/driver/conformance-inline.sh
+EXTRA_DIST += tests/driver/conformance-threads.sh tests/driver/conformance-caller.sh tests/driver/conformance-inline.sh

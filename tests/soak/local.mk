@@ -5,5 +5,5 @@
 check_PROGRAMS += tests/soak/soak
 tests_soak_soak_SOURCES = tests/soak/soak.c tests/common/proc.h
 tests_soak_soak_LDADD = -ldl -lpthread
-TESTS += tests/soak/soak-check-threads.sh tests/soak/soak-check-caller.sh
-EXTRA_DIST += tests/soak/soak-check-threads.sh tests/soak/soak-check-caller.sh
+TESTS += tests/soak/soak-check-threads.sh tests/soak/soak-check-caller.sh tests/soak/soak-check-inline.sh
+EXTRA_DIST += tests/soak/soak-check-threads.sh tests/soak/soak-check-caller.sh tests/soak/soak-check-inline.sh

@@ -8,8 +8,9 @@
  * one and every posted request moves at once.  Small messages are written by
  * the posting thread itself (one sendmsg of header plus payload).  Each
  * stream's thread reads its socket (with COLLX_INLINE_RECV a caller polling
- * test() may read small pieces itself, and with COLLX_SPIN_US the thread
- * keeps polling for a while after data instead of sleeping).  With
+ * test() reads small pieces itself while the thread stays parked, and with
+ * COLLX_SPIN_US the thread keeps polling for a while after data instead of
+ * sleeping).  With
  * COLLX_PROGRESS=caller there are no stream threads: the thread calling
  * isend and test does every read and write, for all of the comm's requests.
  */
@@ -21,6 +22,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sock.h"
@@ -37,6 +39,9 @@ atomic_int tcp_live_threads;
  * header and a small payload come in the same recv, while most of a large
  * payload goes straight to its receive buffer. */
 #define TCP_RX_LOOKAHEAD 4096
+/* COLLX_INLINE_RECV: a caller that polled test() this recently is taken to
+ * be polling still, and the stream threads stay parked. */
+#define TCP_PARK_WINDOW_S 0.001
 /* How long a stream thread sleeps in poll before re-checking for close. */
 #define TCP_POLL_MS 100
 
@@ -193,10 +198,44 @@ static int rx_pump(struct tcp_stream *s, int small_only) {
   return progress;
 }
 
+/* The stream is in the middle of a piece too large for the caller. */
+static int rx_in_bulk(const struct tcp_stream *s) {
+  return s->rx_req && s->rx_hdr.len - s->rx_done >= TCP_STAGE_SIZE / 2;
+}
+
+/* COLLX_INLINE_RECV: has a caller polled test() on this comm just now? */
+static int caller_polling(struct tcp_comm *c) {
+  return inline_recv && tcp_now() - atomic_load(&c->caller_seen) < TCP_PARK_WINDOW_S;
+}
+
+/* While the caller polls, the thread stays off the socket, so that a small
+ * message wakes nobody: the caller reads it.  It comes back when the caller
+ * hands it a large piece, when the caller stops polling, or at close. */
+static void rx_park(struct tcp_stream *s) {
+  struct tcp_comm *c = s->comm;
+  pthread_mutex_lock(&c->q_lock);
+  atomic_store(&s->parked, 1);
+  while (!atomic_load(&c->stop) && !atomic_load(&c->error) && !atomic_load(&s->bulk_wanted) &&
+         caller_polling(c)) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += (long)(TCP_PARK_WINDOW_S * 1e9);
+    if (until.tv_nsec >= 1000000000L) {
+      until.tv_sec++;
+      until.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&c->q_cond, &c->q_lock, &until);
+  }
+  atomic_store(&s->parked, 0);
+  atomic_store(&s->bulk_wanted, 0);
+  pthread_mutex_unlock(&c->q_lock);
+}
+
 /* A stream's reader.  With COLLX_SPIN_US it keeps polling the socket for
  * that long after data, so the next message of a burst is read without a
  * wake-up (costly in VMs); otherwise, and afterwards, it sleeps in poll
- * until data comes. */
+ * until data comes, or, with COLLX_INLINE_RECV while the caller polls,
+ * parks. */
 static void *rx_thread(void *arg) {
   struct tcp_stream *s = arg;
   struct tcp_comm *c = s->comm;
@@ -210,7 +249,12 @@ static void *rx_thread(void *arg) {
       continue;
     }
     int got = rx_pump(s, 0);
+    int bulk = rx_in_bulk(s);
     pthread_mutex_unlock(&s->lock);
+    if (!bulk && caller_polling(c)) {
+      rx_park(s);
+      continue;
+    }
     if (got && spin_seconds > 0) {
       spin_until = tcp_now() + spin_seconds;
       continue;
@@ -328,13 +372,20 @@ static void *tx_thread(void *arg) {
   return NULL;
 }
 
+/* COLLX_INLINE_RECV: the caller reads what is small and hands a large
+ * piece to the stream's thread, waking it only if it is parked. */
 static void rx_pump_inline(struct tcp_comm *c) {
+  atomic_store(&c->caller_seen, tcp_now());
+  int wake = 0;
   for (int i = 0; i < c->nstreams; i++) {
     struct tcp_stream *s = &c->streams[i];
     if (pthread_mutex_trylock(&s->lock) != 0) continue;
     rx_pump(s, 1);
+    int bulk = rx_in_bulk(s);
     pthread_mutex_unlock(&s->lock);
+    if (bulk && atomic_load(&s->parked) && !atomic_exchange(&s->bulk_wanted, 1)) wake = 1;
   }
+  if (wake) tcp_comm_wake(c);
 }
 
 /* Let the calling thread move what it can without blocking. */

@@ -77,6 +77,10 @@ struct tcp_stream {
   size_t rx_done;         /* payload bytes read */
   size_t stage_pos, stage_len;
   char *stage;            /* TCP_STAGE_SIZE bytes: headers and small payloads in one go */
+  /* COLLX_INLINE_RECV: the thread parks (does not watch the socket) while
+   * the caller polls test(); the caller wakes it for a large piece. */
+  atomic_int parked;
+  atomic_int bulk_wanted;
 };
 
 /* The CTS records a sender has received, indexed by seq % MAX_REQUESTS. */
@@ -127,6 +131,7 @@ struct tcp_comm {
   uint32_t send_seq;          /* CTS being filled */
   size_t max_piece;
   unsigned pump_turn;         /* COLLX_PROGRESS=caller: stream to start from */
+  _Atomic double caller_seen; /* COLLX_INLINE_RECV: last test() on this receive comm */
   /* What the comm did, logged at close (INFO): the caller's thread only. */
   struct {
     uint64_t messages, bytes;
