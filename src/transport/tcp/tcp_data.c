@@ -10,9 +10,9 @@
  * stream's thread reads its socket (with COLLX_INLINE_RECV a caller polling
  * test() reads small pieces itself while the thread stays parked, and with
  * COLLX_SPIN_US the thread keeps polling for a while after data instead of
- * sleeping).  With
- * COLLX_PROGRESS=caller there are no stream threads: the thread calling
- * isend and test does every read and write, for all of the comm's requests.
+ * sleeping).  With COLLX_PROGRESS=caller there are no stream threads: the
+ * thread calling isend and test does every read and write, for all of the
+ * comm's requests.
  */
 #include <errno.h>
 #include <poll.h>
@@ -329,20 +329,26 @@ static enum sock_io tx_write_piece(struct tcp_stream *s) {
 
 enum tx_state { TX_IDLE, TX_BLOCKED, TX_FAILED };
 
+/* One piece's worth of sending on a stream: 1 if a piece went out whole,
+ * 0 when the queue is empty, the socket is full or the comm has failed.
+ * Caller holds s->lock. */
+static int tx_step(struct tcp_stream *s) {
+  struct tcp_comm *c = s->comm;
+  if (atomic_load(&c->error)) return 0;
+  if (!s->tx_req && !tx_take_piece(s)) return 0;
+  enum sock_io io = tx_write_piece(s);
+  if (io == SOCK_IO_DONE) return 1;
+  if (io != SOCK_IO_AGAIN) tcp_comm_fail(c, ncclRemoteError, tcp_io_reason(io));
+  return 0;
+}
+
 /* Write queued pieces until the queue is empty or the socket is full.
  * Caller holds s->lock. */
 static enum tx_state tx_pump(struct tcp_stream *s) {
-  struct tcp_comm *c = s->comm;
-  for (;;) {
-    if (atomic_load(&c->error)) return TX_FAILED;
-    if (!s->tx_req && !tx_take_piece(s)) return TX_IDLE;
-    enum sock_io io = tx_write_piece(s);
-    if (io == SOCK_IO_AGAIN) return TX_BLOCKED;
-    if (io != SOCK_IO_DONE) {
-      tcp_comm_fail(c, ncclRemoteError, tcp_io_reason(io));
-      return TX_FAILED;
-    }
+  while (tx_step(s)) {
   }
+  if (atomic_load(&s->comm->error)) return TX_FAILED;
+  return s->tx_req ? TX_BLOCKED : TX_IDLE;
 }
 
 static void tx_wait_for_work(struct tcp_comm *c) {
@@ -396,17 +402,6 @@ static void tx_pump_inline(struct tcp_comm *c) {
     tx_pump(s);
     pthread_mutex_unlock(&s->lock);
   }
-}
-
-/* One piece's worth of sending on a stream: 1 if a piece went out whole. */
-static int tx_step(struct tcp_stream *s) {
-  struct tcp_comm *c = s->comm;
-  if (atomic_load(&c->error)) return 0;
-  if (!s->tx_req && !tx_take_piece(s)) return 0;
-  enum sock_io io = tx_write_piece(s);
-  if (io == SOCK_IO_DONE) return 1;
-  if (io != SOCK_IO_AGAIN) tcp_comm_fail(c, ncclRemoteError, tcp_io_reason(io));
-  return 0;
 }
 
 /* COLLX_PROGRESS=caller: the comm has no stream threads, and every call
