@@ -24,12 +24,11 @@ static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct collx_device *devices;
 static int ndevices = -1;       /* -1: not initialised */
 static atomic_int abi_version;
-static int caller_progress; /* COLLX_PROGRESS as decided at init */
 
 const char *collx_version(void) { return PACKAGE_VERSION; }
 void collx_set_abi_version(int version) { atomic_store(&abi_version, version); }
 int collx_abi_version(void) { return atomic_load(&abi_version); }
-int collx_caller_progress(void) { return caller_progress; }
+int collx_caller_progress(void) { return tcp_caller_progress(); }
 
 /* COLLX_PROGRESS: 1 when the caller's thread should do all socket I/O.
  * auto picks it on small hosts: NCCL's proxy thread already spins on a core
@@ -73,7 +72,6 @@ static void configure_transport(void) {
   tcp_set_spin_us((int)spin);
   tcp_set_inline_recv(collx_param_int(COLLX_P_INLINE_RECV) != 0);
   tcp_set_caller_progress(caller);
-  caller_progress = caller;
   collx_topo_set_streams((int)nstreams); /* the pin layout follows the real count */
   COLLX_INFO(COLLX_LOG_INIT, "%ld streams per connection, pieces up to %ld bytes, %s", nstreams, piece,
              caller ? "I/O by the caller of isend/irecv/test (COLLX_PROGRESS)" : "a thread per stream");

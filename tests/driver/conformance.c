@@ -117,7 +117,6 @@ static struct wctx *g_ctx; /* the worker's context (the logger needs it) */
 
 static double S(double s) { return s * g_scale; }
 
-
 static const char *res_str(ncclResult_t r) {
   switch (r) {
   case ncclSuccess: return "ncclSuccess";
@@ -271,7 +270,6 @@ static void backoff(unsigned *spins) {
     nanosleep(&ts, NULL);
   }
 }
-
 
 /* ------------------------------------------------------------------------ */
 /* Control channel between the two workers. */

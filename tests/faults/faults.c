@@ -122,8 +122,6 @@ static const char *g_plugin;
 
 static double S(double s) { return s * g_scale; }
 
-
-
 static const char *res_str(int r) {
   static const char *const n[] = {"ncclSuccess",        "ncclUnhandledCudaError", "ncclSystemError",
                                   "ncclInternalError",  "ncclInvalidArgument",    "ncclInvalidUsage",

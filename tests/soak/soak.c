@@ -94,8 +94,6 @@ static void *g_dl;
 static int g_stop;     /* receiver: stop posting (local) */
 static int g_may_exit; /* workers stay until the end sample is taken */
 
-
-
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 
 __attribute__((format(printf, 1, 2))) static void fail(const char *fmt, ...) {

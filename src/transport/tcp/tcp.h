@@ -30,6 +30,7 @@ void tcp_set_inline_recv(int on);
 /* COLLX_PROGRESS=caller: no stream threads, the caller's isend/test move
  * every request of the comm. */
 void tcp_set_caller_progress(int on);
+int tcp_caller_progress(void);
 /* Streams per connection when COLLX_NSTREAMS is 0. */
 int tcp_default_nstreams(int speed_mbps, int ncores);
 

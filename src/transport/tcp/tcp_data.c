@@ -51,6 +51,7 @@ static int inline_recv;
 void tcp_set_inline_recv(int on) { inline_recv = on; }
 static int caller_progress;
 void tcp_set_caller_progress(int on) { caller_progress = on; }
+int tcp_caller_progress(void) { return caller_progress; }
 
 /* ---- errors -------------------------------------------------------------- */
 
