@@ -65,7 +65,7 @@ int wire_piece_check(const struct wire_piece *h, uint64_t cap, const char **why)
     *why = "stream out of sync (bad piece magic)";
     return -1;
   }
-  if (h->flags & WIRE_PIECE_TRUNCATED) return 0;
+  if (h->flags == WIRE_PIECE_TRUNCATED) return 0;
   if (h->flags) {
     *why = "piece with unknown flags";
     return -1;
