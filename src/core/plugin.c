@@ -71,6 +71,13 @@ static void configure_transport(void) {
   long spin = collx_param_int(COLLX_P_SPIN_US);
   tcp_set_spin_us((int)spin);
   tcp_set_inline_recv(collx_param_int(COLLX_P_INLINE_RECV) != 0);
+  long eager = collx_param_int(COLLX_P_EAGER_SIZE);
+  if (eager > TCP_EAGER_SIZE_MAX || eager < 0) {
+    COLLX_WARN("COLLX_EAGER_SIZE=%ld is outside 0..%d; using %d", eager, TCP_EAGER_SIZE_MAX,
+               eager < 0 ? 0 : TCP_EAGER_SIZE_MAX);
+    eager = eager < 0 ? 0 : TCP_EAGER_SIZE_MAX;
+  }
+  tcp_set_eager_size((size_t)eager);
   tcp_set_caller_progress(caller);
   collx_topo_set_streams((int)nstreams); /* the pin layout follows the real count */
   COLLX_INFO(COLLX_LOG_INIT, "%ld streams per connection, pieces up to %ld bytes, %s", nstreams, piece,

@@ -2004,6 +2004,135 @@ static void case_flush(struct wctx *c) {
   free(buf);
 }
 
+/* Case 13: small sends go before their receive is posted (COLLX_EAGER_SIZE)
+ * and land where they belong once it is: several into one grouped receive
+ * in shuffled tag order, one large entry of that group sent only after the
+ * receive is posted (it needs the CTS), then single receives posted after
+ * every send returned. */
+#define EARLY_SINGLES 3
+static void case_early(struct wctx *c) {
+  if (load_plugin(c)) return;
+  const char *es = getenv("COLLX_EAGER_SIZE");
+  if (es && atoi(es) < 4096) {
+    skipf(c, "COLLX_EAGER_SIZE=%s: small sends wait for their receive", es);
+    return;
+  }
+  int n = c->props.maxRecvs < 4 ? c->props.maxRecvs : 4;
+  static const int gsize[4] = {100, 1, 0, 200000}; /* the last one is large when n = 4 */
+  static const int ssize[EARLY_SINGLES] = {8, 4096, 1000};
+  int nmsg = n + EARLY_SINGLES, size[4 + EARLY_SINGLES], tag[4 + EARLY_SINGLES], cap[4 + EARLY_SINGLES];
+  size_t off[4 + EARLY_SINGLES + 1], total = 0;
+  for (int k = 0; k < nmsg; k++) {
+    size[k] = k < n ? (n == 4 || k < n - 1 ? gsize[k] : 300) : ssize[k - n];
+    if (n == 1 && k == 0) size[k] = 100;
+    tag[k] = k < n ? 40 + k : 90; /* the singles share one tag */
+    cap[k] = size[k] + 64;
+    off[k] = total;
+    total += ((size_t)cap[k] + CANARY_LEN + 7) & ~(size_t)7;
+  }
+  off[nmsg] = total;
+  int large = n == 4 ? 3 : -1;
+  struct pair p;
+  if (pair_establish(c, &p, c->role == 0)) return;
+  void *comm = p.sender ? p.scomm : p.rcomm;
+  uint8_t *buf = xmalloc(c, total);
+  if (!buf) return;
+  void *mh = NULL;
+  ncclResult_t r = PCALL(c, regMr, comm, buf, total, NCCL_PTR_HOST, &mh);
+  if (r != ncclSuccess) {
+    failf(c, "regMr(%zu bytes) returned %s", total, res_str(r));
+    return;
+  }
+  char what[128];
+  int flag = 0;
+  if (p.sender) {
+    void *req[4 + EARLY_SINGLES];
+    int order[4] = {2, 0, 3, 1};
+    for (int k = 0; k < nmsg; k++) pattern_fill(buf + off[k], (size_t)size[k], key_of(g_seed ^ 13, (uint64_t)k, 0));
+    /* Group entries first (shuffled), all but the large one, before any
+     * receive is posted; the large one once the receiver says it posted;
+     * the singles then, before their receives. */
+    for (int j = 0, phase = 0; phase < 3; phase++) {
+      for (int k = 0; k < nmsg; k++) {
+        int m = k < n ? order[k] % n : k;
+        if (k < n && n < 4) m = k;
+        int in_phase = phase == 0 ? (m < n && m != large) : phase == 1 ? m == large : m >= n;
+        if (!in_phase) continue;
+        snprintf(what, sizeof what, "isend %d (tag %d, %d bytes)", m, tag[m], size[m]);
+        step(c, 0, "%s", what);
+        if (phase == 1) {
+          req[j] = send_retry(c, p.scomm, buf + off[m], size[m], tag[m], mh, 3.0, what);
+        } else {
+          double deadline = now_s() + S(1.0);
+          unsigned spins = 0;
+          req[j] = NULL;
+          while ((r = PCALL(c, isend, p.scomm, buf + off[m], size[m], tag[m], mh, &req[j])) == ncclSuccess &&
+                 !req[j] && now_s() < deadline)
+            backoff(&spins);
+          if (r != ncclSuccess) {
+            failf(c, "%s returned %s", what, res_str(r));
+            return;
+          }
+          if (!req[j])
+            failf(c, "%s: no request after %.1f s although no receive is posted yet: a small send must go at once",
+                  what, S(1.0));
+        }
+        if (!req[j]) return;
+        j++;
+      }
+      if (phase == 0 && (ch_send(c, &flag, sizeof flag, "group sent") || ch_recv(c, &flag, sizeof flag, "group posted")))
+        return;
+    }
+    if (ch_send(c, &flag, sizeof flag, "all sent")) return;
+    for (int j = 0; j < nmsg; j++) {
+      int got = SIZE_SENTINEL;
+      snprintf(what, sizeof what, "send %d of %d", j + 1, nmsg);
+      if (wait_req(c, req[j], 1, &got, 5.0, what)) return;
+    }
+  } else {
+    for (int k = 0; k < nmsg; k++) {
+      memset(buf + off[k], FILL_BYTE, (size_t)cap[k]);
+      canary_fill(buf + off[k] + cap[k], (uint64_t)k);
+    }
+    void *d[4], *m[4] = {mh, mh, mh, mh};
+    int got[4 + EARLY_SINGLES];
+    for (int k = 0; k < n; k++) d[k] = buf + off[k];
+    if (ch_recv(c, &flag, sizeof flag, "group sent")) return;
+    snprintf(what, sizeof what, "grouped irecv n=%d after its small sends returned", n);
+    step(c, 0, "%s", what);
+    void *req = recv_retry(c, p.rcomm, n, d, cap, tag, m, 3.0, what);
+    if (!req || ch_send(c, &flag, sizeof flag, "group posted")) return;
+    if (wait_req(c, req, n, got, 5.0, what)) return;
+    if (ch_recv(c, &flag, sizeof flag, "all sent")) return;
+    for (int k = n; k < nmsg; k++) {
+      void *dk = buf + off[k];
+      snprintf(what, sizeof what, "irecv %d after every send returned", k - n);
+      step(c, 0, "%s", what);
+      void *rk = recv_retry(c, p.rcomm, 1, &dk, &cap[k], &tag[k], m, 3.0, what);
+      if (!rk || wait_req(c, rk, 1, &got[k], 5.0, what)) return;
+    }
+    for (int k = 0; k < nmsg; k++) {
+      char why[256];
+      int beyond = 0; /* a byte after the message, inside its buffer, was written */
+      for (int b = size[k]; b < cap[k]; b++) beyond |= buf[off[k] + (size_t)b] != FILL_BYTE;
+      if (got[k] != size[k])
+        failf(c, "message %d (tag %d): sizes = %d, expected %d", k, tag[k], got[k], size[k]);
+      else if (pattern_check(buf + off[k], (size_t)size[k], key_of(g_seed ^ 13, (uint64_t)k, 0), why, sizeof why))
+        failf(c, "message %d (tag %d, %d bytes): data wrong: %s", k, tag[k], size[k], why);
+      else if (canary_check(buf + off[k] + cap[k], (uint64_t)k, why, sizeof why))
+        failf(c, "message %d (tag %d, posted %d): %s", k, tag[k], cap[k], why);
+      else if (beyond)
+        failf(c, "message %d (tag %d, %d bytes): bytes after it in its %d-byte buffer were written", k, tag[k],
+              size[k], cap[k]);
+    }
+  }
+  r = PCALL(c, deregMr, comm, mh);
+  if (r != ncclSuccess) failf(c, "deregMr returned %s", res_str(r));
+  free(buf);
+  if (ch_barrier(c, "done")) return;
+  pair_close(c, &p);
+}
+
 /* ======================================================================== */
 static const struct tcase g_cases[] = {
     {"properties", "devices/getProperties report a usable host device", 1, 10, {"proc", NULL}, case_properties},
@@ -2027,6 +2156,8 @@ static const struct tcase g_cases[] = {
     {"zero-byte", "zero-byte messages report size 0 and write nothing", 2, 10, {"sender", "receiver"},
      case_zero_byte},
     {"flush", "iflush on host memory returns a NULL request", 2, 10, {"sender", "receiver"}, case_flush},
+    {"early", "small sends return before their receive is posted and land in the right entries", 2, 10,
+     {"sender", "receiver"}, case_early},
 };
 #define NCASES ((int)(sizeof g_cases / sizeof g_cases[0]))
 

@@ -20,7 +20,10 @@
  * by design and LeakSanitizer is the leak check there).  At the end the receiver
  * stops posting, the sender sends exactly what was posted, both drain, close
  * every comm and dlclose the plugin: threads and descriptors must be back to
- * their values before dlopen.
+ * their values before dlopen.  (Small sends may complete before their
+ * receive is posted, so the end is agreed in two steps: the receiver says
+ * how far it posted, the sender says how far it had sent by then, and both
+ * go on to the larger of the two.)
  *
  *   soak [--seconds N] [--comms N] [--inflight N] [--threads N] [-v] [PLUGIN.so]
  *
@@ -78,8 +81,10 @@ struct side {
 struct sshm {
   char handle[MAX_COMMS][NCCL_NET_HANDLE_MAXSIZE];
   int handles_ready;
-  long limit[MAX_COMMS];
+  long limit[MAX_COMMS];        /* receiver: what it had posted when it stopped */
   int limit_ready[MAX_COMMS];
+  long sent[MAX_COMMS];         /* sender: what it had posted when it saw that */
+  int sent_ready[MAX_COMMS];
   int abort;
   struct side side[2]; /* 0 receiver, 1 sender */
 };
@@ -274,8 +279,10 @@ static int pass(struct comm *c, int *finished) {
     __atomic_store_n(&c->progress, c->done, __ATOMIC_RELAXED);
     moved = 1;
   }
-  /* How far this side may post. */
+  /* How far this side may post: nowhere past the receiver's count once it
+   * stops, then, once the sender has said how far it got, to the larger. */
   long limit = -1;
+  int agreed = __atomic_load_n(&g->sent_ready[c->idx], __ATOMIC_ACQUIRE);
   if (!g_role) {
     if (__atomic_load_n(&g_stop, __ATOMIC_RELAXED)) {
       if (!c->limit_published) {
@@ -283,11 +290,17 @@ static int pass(struct comm *c, int *finished) {
         __atomic_store_n(&g->limit_ready[c->idx], 1, __ATOMIC_RELEASE);
         c->limit_published = 1;
       }
-      limit = c->posted;
+      limit = g->limit[c->idx];
     }
   } else if (__atomic_load_n(&g->limit_ready[c->idx], __ATOMIC_ACQUIRE)) {
+    if (!agreed) {
+      g->sent[c->idx] = c->posted;
+      __atomic_store_n(&g->sent_ready[c->idx], 1, __ATOMIC_RELEASE);
+      agreed = 1;
+    }
     limit = g->limit[c->idx];
   }
+  if (limit >= 0 && agreed && g->sent[c->idx] > limit) limit = g->sent[c->idx];
   while ((limit < 0 || c->posted < limit) && c->posted - c->done < g_inflight) {
     long k = c->posted;
     int w = (int)(k % g_inflight);
@@ -313,7 +326,7 @@ static int pass(struct comm *c, int *finished) {
     c->posted++;
     moved = 1;
   }
-  *finished = limit >= 0 && c->posted == limit && c->done == c->posted;
+  *finished = limit >= 0 && agreed && c->posted == limit && c->done == c->posted;
   return moved;
 }
 

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 int sock_set_nonblock(int fd) {
@@ -84,6 +85,27 @@ int sock_connect_done(int fd) {
 enum sock_io sock_send_some(int fd, const void *buf, size_t len, size_t *done) {
   while (*done < len) {
     ssize_t n = send(fd, (const char *)buf + *done, len - *done, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      *done += (size_t)n;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return SOCK_IO_AGAIN;
+    return SOCK_IO_ERROR;
+  }
+  return SOCK_IO_DONE;
+}
+
+enum sock_io sock_send_two(int fd, const void *hdr, size_t hlen, const void *payload, size_t plen,
+                           size_t *done) {
+  while (*done < hlen + plen) {
+    struct iovec iov[2];
+    int cnt = 0;
+    if (*done < hlen) iov[cnt++] = (struct iovec){(char *)hdr + *done, hlen - *done};
+    size_t pdone = *done > hlen ? *done - hlen : 0;
+    if (plen > pdone) iov[cnt++] = (struct iovec){(char *)payload + pdone, plen - pdone};
+    struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
+    ssize_t n = sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       *done += (size_t)n;
       continue;

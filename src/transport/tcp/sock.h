@@ -26,6 +26,11 @@ int sock_connect_done(int fd);
 enum sock_io sock_send_some(int fd, const void *buf, size_t len, size_t *done);
 enum sock_io sock_recv_some(int fd, void *buf, size_t len, size_t *done);
 
+/* Move bytes [*done, hlen + plen) of a header followed by a payload, in
+ * as few sendmsg calls as the socket takes; advance *done. */
+enum sock_io sock_send_two(int fd, const void *hdr, size_t hlen, const void *payload, size_t plen,
+                           size_t *done);
+
 /* One recv of up to len - *done bytes: DONE when any byte came (a short
  * read says the socket is dry, so the caller need not ask again only to
  * hear EAGAIN). */

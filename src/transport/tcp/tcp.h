@@ -27,6 +27,9 @@ void tcp_configure(const struct tcp_config *cfg);
 void tcp_set_spin_us(int us);
 /* COLLX_INLINE_RECV: test() reads arrived data itself. */
 void tcp_set_inline_recv(int on);
+/* COLLX_EAGER_SIZE: messages up to this size go without waiting for a CTS. */
+#define TCP_EAGER_SIZE_MAX (256 * 1024)
+void tcp_set_eager_size(size_t bytes);
 /* COLLX_PROGRESS=caller: no stream threads, the caller's isend/test move
  * every request of the comm. */
 void tcp_set_caller_progress(int on);

@@ -26,6 +26,13 @@ static int timeout_s = 30;
 
 void tcp_ctrl_set_timeout(int seconds) { timeout_s = seconds; }
 
+void tcp_realtime_in(struct timespec *ts, double seconds) {
+  clock_gettime(CLOCK_REALTIME, ts);
+  long ns = ts->tv_nsec + (long)(seconds * 1e9);
+  ts->tv_sec += ns / 1000000000L;
+  ts->tv_nsec = ns % 1000000000L;
+}
+
 double tcp_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -72,17 +79,68 @@ const char *tcp_io_reason(int io) {
 
 /* ---- writing ------------------------------------------------------------- */
 
-/* Push out the record in progress without blocking.  Caller holds
- * ctrl_tx_lock.  Returns 0 when nothing is left pending. */
-static int ctrl_flush(struct tcp_comm *c) {
-  if (!c->ctrl_tx_pending) return 0;
-  enum sock_io io = sock_send_some(c->ctrl_fd, &c->ctrl_tx, sizeof c->ctrl_tx, &c->ctrl_tx_done);
+/* Write as much of the eager message in progress as the socket takes;
+ * the send request is done once it is all out. */
+static enum sock_io lane_write(struct tcp_comm *c) {
+  struct tcp_req *r = c->lane_req;
+  enum sock_io io = sock_send_two(c->ctrl_fd, &r->eager_hdr, sizeof r->eager_hdr, r->data, r->size,
+                                  &c->lane_done);
   if (io == SOCK_IO_DONE) {
-    c->ctrl_tx_pending = 0;
-    return 0;
+    atomic_store_explicit(&r->pieces_done, 1, memory_order_release);
+    c->lane_req = NULL;
   }
-  if (io != SOCK_IO_AGAIN) tcp_comm_fail(c, ncclRemoteError, tcp_io_reason(io));
-  return -1;
+  return io;
+}
+
+/* Start the oldest queued eager message. */
+static int lane_next(struct tcp_comm *c) {
+  if (collx_list_empty(&c->lane_queue)) return 0;
+  struct tcp_req *r = COLLX_CONTAINER_OF(c->lane_queue.next, struct tcp_req, qnode);
+  collx_list_del(&r->qnode);
+  c->lane_req = r;
+  c->lane_done = 0;
+  return 1;
+}
+
+/* Push out what is in progress, and on a send comm the queued eager
+ * messages after it, without blocking.  Caller holds ctrl_tx_lock.
+ * Returns 0 when nothing is left pending. */
+static int ctrl_flush(struct tcp_comm *c) {
+  if (c->ctrl_tx_dead) return 0;
+  for (;;) {
+    enum sock_io io = SOCK_IO_DONE;
+    if (c->ctrl_tx_pending) {
+      io = sock_send_some(c->ctrl_fd, &c->ctrl_tx, sizeof c->ctrl_tx, &c->ctrl_tx_done);
+      if (io == SOCK_IO_DONE) c->ctrl_tx_pending = 0;
+    } else if (c->lane_req) {
+      io = lane_write(c);
+    } else if (!lane_next(c)) {
+      return 0;
+    }
+    if (io == SOCK_IO_AGAIN) return -1;
+    if (io != SOCK_IO_DONE && c->magic == TCP_MAGIC_RECV) {
+      /* The peer is gone.  A receiver's fate is decided by what it can
+       * still read (tcp_peer_finished), not by a CTS nobody will read. */
+      c->ctrl_tx_dead = 1;
+      c->ctrl_tx_pending = 0;
+      return 0;
+    }
+    if (io != SOCK_IO_DONE) {
+      tcp_comm_fail(c, ncclRemoteError, tcp_io_reason(io));
+      return -1;
+    }
+  }
+}
+
+int tcp_peer_finished(struct tcp_comm *c) {
+  return atomic_load(&c->streams_eof) == c->nstreams &&
+         (atomic_load(&c->ctrl_eof) || atomic_load(&c->lane_blocked));
+}
+
+void tcp_ctrl_pump(struct tcp_comm *c) {
+  if (pthread_mutex_trylock(&c->ctrl_tx_lock) != 0) return; /* its holder writes ours too */
+  ctrl_flush(c);
+  pthread_mutex_unlock(&c->ctrl_tx_lock);
 }
 
 static void ctrl_queue(struct tcp_comm *c, const struct wire_ctrl *m) {
@@ -151,6 +209,11 @@ static int ctrl_accept_record(struct tcp_comm *c, const struct wire_ctrl *m, con
  * the socket allows. */
 void tcp_ctrl_drain(struct tcp_comm *c) {
   if (pthread_mutex_trylock(&c->ctrl_rx_lock) != 0) return;
+  if (c->magic == TCP_MAGIC_RECV) {
+    tcp_eager_read(c); /* eager messages and heartbeats */
+    pthread_mutex_unlock(&c->ctrl_rx_lock);
+    return;
+  }
   const size_t rec = sizeof(struct wire_ctrl);
   while (!atomic_load(&c->error)) {
     enum sock_io io = sock_recv_once(c->ctrl_fd, c->ctrl_rx, sizeof c->ctrl_rx, &c->ctrl_rx_done);
@@ -183,13 +246,28 @@ static int wd_count;
 static int wd_started;
 static atomic_int wd_stop;
 static pthread_t wd_thread;
+/* The watchdog sleeps between ticks on a condition variable, so that the
+ * last close, which stops it, does not wait out a tick. */
+static pthread_mutex_t wd_sleep_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wd_wake = PTHREAD_COND_INITIALIZER;
+
+static void watchdog_sleep(void) {
+  struct timespec until;
+  tcp_realtime_in(&until, WATCHDOG_TICK_MS * 1e-3);
+  pthread_mutex_lock(&wd_sleep_lock);
+  while (!atomic_load(&wd_stop) && pthread_cond_timedwait(&wd_wake, &wd_sleep_lock, &until) != ETIMEDOUT) {
+  }
+  pthread_mutex_unlock(&wd_sleep_lock);
+}
 
 static void watch_one(struct tcp_comm *c, double now) {
   if (atomic_load(&c->error) || atomic_load(&c->stop)) return;
   ctrl_heartbeat(c, now);
   tcp_ctrl_drain(c);
   double silent = now - atomic_load(&c->last_heard);
-  if (timeout_s > 0 && silent > timeout_s) {
+  /* A peer that closed its control socket has said goodbye: what is left
+   * is judged by tcp_peer_finished. */
+  if (timeout_s > 0 && silent > timeout_s && !atomic_load(&c->ctrl_eof)) {
     char why[128];
     snprintf(why, sizeof why, "no answer from the peer's plugin for %.0f s (COLLX_TIMEOUT=%d)",
              silent, timeout_s);
@@ -209,7 +287,7 @@ static void *watchdog(void *arg) {
       watch_one(COLLX_CONTAINER_OF(pos, struct tcp_comm, wd_node), now);
     }
     pthread_mutex_unlock(&wd_lock);
-    poll(NULL, 0, WATCHDOG_TICK_MS);
+    watchdog_sleep();
   }
   atomic_fetch_sub(&tcp_live_threads, 1);
   return NULL;
@@ -247,7 +325,10 @@ void tcp_watchdog_remove(struct tcp_comm *c) {
   int last = --wd_count == 0 && wd_started;
   pthread_mutex_unlock(&wd_lock);
   if (last) {
+    pthread_mutex_lock(&wd_sleep_lock);
     atomic_store(&wd_stop, 1);
+    pthread_cond_broadcast(&wd_wake);
+    pthread_mutex_unlock(&wd_sleep_lock);
     pthread_join(wd_thread, NULL);
     wd_started = 0;
   }

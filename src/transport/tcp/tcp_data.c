@@ -58,12 +58,25 @@ int tcp_caller_progress(void) { return caller_progress; }
 /* ---- receive side -------------------------------------------------------- */
 
 /* Account `len` payload bytes of entry `idx`; finish the entry when whole. */
-static void entry_account(struct tcp_req *r, int idx, uint64_t len) {
+void tcp_entry_account(struct tcp_req *r, int idx, uint64_t len) {
   struct tcp_entry *e = &r->e[idx];
   uint64_t got = atomic_fetch_add_explicit(&e->received, len, memory_order_acq_rel) + len;
   if ((int64_t)got == atomic_load_explicit(&e->total, memory_order_acquire)) {
     atomic_fetch_add_explicit(&r->entries_done, 1, memory_order_release);
   }
+}
+
+/* A message does not fit its receive buffer: say so, and fail that entry
+ * (nothing of it is written). */
+void tcp_warn_truncated(const struct tcp_comm *c, const struct tcp_req *r, int idx, uint64_t size) {
+  struct tcp_req *w = (struct tcp_req *)r;
+  const struct tcp_entry *e = &r->e[idx];
+  COLLX_WARN("message of %llu bytes from %s on device %s is larger than the receive buffer "
+             "of %zu bytes (tag %d); nothing was written",
+             (unsigned long long)size, c->peer, c->devname, e->cap, e->tag);
+  atomic_store(&w->error, ncclInvalidUsage);
+  atomic_store(&w->e[idx].total, 0);
+  atomic_fetch_add(&w->entries_done, 1);
 }
 
 /* A piece header arrived: find its receive and check it fits.  Returns 0,
@@ -89,12 +102,7 @@ static int rx_accept_header(struct tcp_stream *s) {
   }
   struct tcp_entry *e = &r->e[h->idx];
   if (h->flags & WIRE_PIECE_TRUNCATED) {
-    COLLX_WARN("message of %llu bytes from %s on device %s is larger than the receive buffer "
-               "of %zu bytes (tag %d); nothing was written",
-               (unsigned long long)h->total, c->peer, c->devname, e->cap, e->tag);
-    atomic_store(&r->error, ncclInvalidUsage);
-    atomic_store(&e->total, 0);
-    atomic_fetch_add(&r->entries_done, 1);
+    tcp_warn_truncated(c, r, h->idx, h->total);
     s->rx_req = NULL;
     return 0;
   }
@@ -102,7 +110,7 @@ static int rx_accept_header(struct tcp_stream *s) {
   s->rx_req = r;
   s->rx_done = 0;
   if (h->len == 0) {
-    entry_account(r, h->idx, 0);
+    tcp_entry_account(r, h->idx, 0);
     s->rx_req = NULL;
   }
   return 0;
@@ -138,6 +146,7 @@ static int rx_copy_staged(struct tcp_stream *s) {
 static int rx_pump(struct tcp_stream *s, int small_only) {
   struct tcp_comm *c = s->comm;
   int progress = 0, dry = 0;
+  if (atomic_load(&s->eof)) return 0;
   while (!atomic_load(&c->error)) {
     if (!s->rx_req && s->stage_len - s->stage_pos >= sizeof s->rx_hdr) {
       memcpy(&s->rx_hdr, s->stage + s->stage_pos, sizeof s->rx_hdr);
@@ -147,7 +156,7 @@ static int rx_pump(struct tcp_stream *s, int small_only) {
     }
     if (s->rx_req && s->stage_pos < s->stage_len) {
       if (rx_copy_staged(s)) {
-        entry_account(s->rx_req, s->rx_hdr.idx, s->rx_hdr.len);
+        tcp_entry_account(s->rx_req, s->rx_hdr.idx, s->rx_hdr.len);
         s->rx_req = NULL;
       }
       continue;
@@ -165,7 +174,7 @@ static int rx_pump(struct tcp_stream *s, int small_only) {
       io = sock_recv_some(s->fd, e->buf + s->rx_hdr.offset, s->rx_hdr.len, &s->rx_done);
       progress |= s->rx_done > before;
       if (io == SOCK_IO_DONE) {
-        entry_account(s->rx_req, s->rx_hdr.idx, s->rx_hdr.len);
+        tcp_entry_account(s->rx_req, s->rx_hdr.idx, s->rx_hdr.len);
         s->rx_req = NULL;
         continue;
       }
@@ -191,8 +200,14 @@ static int rx_pump(struct tcp_stream *s, int small_only) {
       }
     }
     if (io == SOCK_IO_AGAIN) return progress;
+    if (io == SOCK_IO_EOF && !s->rx_req && s->stage_pos == s->stage_len) {
+      /* Closed between pieces: what came before it stays good. */
+      if (!atomic_exchange(&s->eof, 1)) atomic_fetch_add(&c->streams_eof, 1);
+      return progress;
+    }
     if (io != SOCK_IO_DONE) {
-      tcp_comm_fail(c, ncclRemoteError, tcp_io_reason(io));
+      tcp_comm_fail(c, ncclRemoteError, io == SOCK_IO_EOF ? "connection closed by peer in the middle of a message"
+                                                          : tcp_io_reason(io));
       return progress;
     }
   }
@@ -219,12 +234,7 @@ static void rx_park(struct tcp_stream *s) {
   while (!atomic_load(&c->stop) && !atomic_load(&c->error) && !atomic_load(&s->bulk_wanted) &&
          caller_polling(c)) {
     struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += (long)(TCP_PARK_WINDOW_S * 1e9);
-    if (until.tv_nsec >= 1000000000L) {
-      until.tv_sec++;
-      until.tv_nsec -= 1000000000L;
-    }
+    tcp_realtime_in(&until, TCP_PARK_WINDOW_S);
     pthread_cond_timedwait(&c->q_cond, &c->q_lock, &until);
   }
   atomic_store(&s->parked, 0);
@@ -242,7 +252,7 @@ static void *rx_thread(void *arg) {
   struct tcp_comm *c = s->comm;
   stream_thread_setup(s, "rx");
   double spin_until = 0;
-  while (!atomic_load(&c->stop) && !atomic_load(&c->error)) {
+  while (!atomic_load(&c->stop) && !atomic_load(&c->error) && !atomic_load(&s->eof)) {
     /* With COLLX_INLINE_RECV the caller's test() may be reading this stream
      * right now: then it has the data in hand, and this thread steps aside. */
     if (pthread_mutex_trylock(&s->lock) != 0) {
@@ -303,26 +313,9 @@ static int tx_take_piece(struct tcp_stream *s) {
 
 /* Write as much of the stream's current piece as the socket takes. */
 static enum sock_io tx_write_piece(struct tcp_stream *s) {
-  const size_t hlen = sizeof s->tx_hdr;
-  const size_t total = hlen + s->tx_hdr.len;
-  while (s->tx_done < total) {
-    struct iovec iov[2];
-    int cnt = 0;
-    if (s->tx_done < hlen)
-      iov[cnt++] = (struct iovec){(char *)&s->tx_hdr + s->tx_done, hlen - s->tx_done};
-    size_t pdone = s->tx_done > hlen ? s->tx_done - hlen : 0;
-    if (s->tx_hdr.len > pdone)
-      iov[cnt++] = (struct iovec){s->tx_req->data + s->tx_hdr.offset + pdone, s->tx_hdr.len - pdone};
-    struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
-    ssize_t n = sendmsg(s->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      s->tx_done += (size_t)n;
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return SOCK_IO_AGAIN;
-    return SOCK_IO_ERROR;
-  }
+  enum sock_io io = sock_send_two(s->fd, &s->tx_hdr, sizeof s->tx_hdr,
+                                  s->tx_req->data + s->tx_hdr.offset, s->tx_hdr.len, &s->tx_done);
+  if (io != SOCK_IO_DONE) return io;
   atomic_fetch_add_explicit(&s->tx_req->pieces_done, 1, memory_order_release);
   s->tx_req = NULL;
   return SOCK_IO_DONE;
@@ -430,7 +423,7 @@ static void caller_pump(struct tcp_comm *c) {
 
 /* ---- sends ---------------------------------------------------------------- */
 
-static struct tcp_req *req_alloc(struct tcp_comm *c) {
+struct tcp_req *tcp_req_alloc(struct tcp_comm *c) {
   for (int i = 0; i < COLLX_MAX_REQUESTS; i++)
     if (c->reqs[i].state == REQ_FREE) {
       struct tcp_req *r = &c->reqs[i];
@@ -442,7 +435,7 @@ static struct tcp_req *req_alloc(struct tcp_comm *c) {
   return NULL;
 }
 
-static void req_release(struct tcp_req *r) {
+void tcp_req_release(struct tcp_req *r) {
   struct tcp_comm *c = r->comm;
   if (c->magic == TCP_MAGIC_RECV) atomic_store(&c->by_seq[r->seq % TCP_SEQ_SLOTS], NULL);
   r->state = REQ_FREE;
@@ -480,72 +473,81 @@ static ncclResult_t send_not_yet(struct tcp_comm *c) {
   return ncclSuccess;
 }
 
+/* Queue a message matched to receive entry seq/idx for the streams. */
+static void rendezvous_post(struct tcp_comm *c, struct tcp_req *r) {
+  r->eager = 0;
+  r->piece = collx_stripe_piece(r->size, c->nstreams, c->max_piece);
+  r->npieces = collx_stripe_count(r->size, r->piece);
+  r->next_piece = 0;
+  atomic_store(&r->pieces_done, 0);
+  pthread_mutex_lock(&c->q_lock);
+  collx_list_add_tail(&c->queue, &r->qnode);
+  pthread_mutex_unlock(&c->q_lock);
+  if (caller_progress) {
+    caller_pump(c);
+    return;
+  }
+  /* A small message is written here and now; wake the stream threads only
+   * for what is left (a futex wake and a thread hop cost more than the
+   * write itself). */
+  if (r->size <= TCP_INLINE_MAX) tx_pump_inline(c);
+  pthread_mutex_lock(&c->q_lock);
+  if (!collx_list_empty(&c->queue)) pthread_cond_broadcast(&c->q_cond);
+  pthread_mutex_unlock(&c->q_lock);
+}
+
+/* Match the send to a receive entry if its CTS is in, and post it: on the
+ * control socket when small, on the streams otherwise.  A small message
+ * whose CTS is not in yet goes out early, matched later (tcp_eager.c); a
+ * large one waits: *out stays NULL and NCCL asks again. */
 ncclResult_t tcp_isend(struct tcp_comm *c, void *data, size_t size, int tag,
                        struct tcp_req **out) {
   *out = NULL;
   if (atomic_load(&c->error)) return tcp_comm_error(c);
   struct tcp_cts_slot *slot = &c->cts[c->send_seq % TCP_SEQ_SLOTS];
   /* Read the control socket only when the CTS we need is not in yet. */
-  if (!atomic_load_explicit(&slot->valid, memory_order_acquire)) {
+  if (c->early_len || !atomic_load_explicit(&slot->valid, memory_order_acquire)) {
     tcp_ctrl_drain(c);
+    tcp_eager_replay(c);
     if (atomic_load(&c->error)) return tcp_comm_error(c);
   }
-  if (!atomic_load_explicit(&slot->valid, memory_order_acquire) || slot->seq != c->send_seq)
-    return send_not_yet(c); /* receiver not ready */
-  int idx = -1;
-  for (int i = 0; i < slot->n; i++)
-    if (!(slot->matched & (1u << i)) && slot->e[i].tag == tag) {
-      idx = i;
-      break;
-    }
-  if (idx < 0) return send_not_yet(c); /* this tag belongs to a later receive */
-  struct tcp_req *r = req_alloc(c);
+  struct tcp_req *r = tcp_req_alloc(c);
   if (!r) {
     COLLX_WARN("send to %s on device %s: more than %d requests outstanding", c->peer,
                c->devname, COLLX_MAX_REQUESTS);
     return ncclInvalidUsage;
   }
-  uint32_t seq = slot->seq;
-  uint64_t cap = slot->e[idx].size;
-  slot->matched |= 1u << idx;
-  if (__builtin_popcount(slot->matched) == slot->n) {
-    atomic_store_explicit(&slot->valid, 0, memory_order_release);
-    c->send_seq++;
-  }
-  if (size > cap) {
+  r->data = data;
+  r->size = size;
+  int eager = size <= tcp_eager_size;
+  int claim = 0;
+  uint64_t cap = 0;
+  /* While early sends wait for their CTS the cursor is not final: only
+   * another early send may go. */
+  if (!c->early_len) claim = tcp_cts_claim(c, tag, &r->seq, &r->idx, &cap);
+  if (claim > 0 && size > cap) {
     COLLX_WARN("message of %zu bytes to %s on device %s is larger than the receive buffer "
                "of %llu bytes posted for tag %d", size, c->peer, c->devname,
                (unsigned long long)cap, tag);
-    req_release(r);
+    uint32_t seq = r->seq;
+    int idx = r->idx;
+    tcp_req_release(r);
     send_truncation(c, seq, idx, size);
     return ncclInvalidUsage;
+  }
+  /* A tag of a later receive (claim < 0) waits, as does what has no room. */
+  if (claim < 0 || (claim == 0 && !(eager && c->early_len < TCP_EAGER_LOG))) {
+    tcp_req_release(r);
+    return send_not_yet(c);
   }
   c->stats.waiting = 0;
   c->stats.messages++;
   c->stats.bytes += size;
-  r->seq = seq;
-  r->idx = idx;
-  r->data = data;
-  r->size = size;
-  r->piece = collx_stripe_piece(size, c->nstreams, c->max_piece);
-  r->npieces = collx_stripe_count(size, r->piece);
-  r->next_piece = 0;
-  atomic_store(&r->pieces_done, 0);
-  pthread_mutex_lock(&c->q_lock);
-  collx_list_add_tail(&c->queue, &r->qnode);
-  pthread_mutex_unlock(&c->q_lock);
   *out = r;
-  if (caller_progress) {
-    caller_pump(c);
-    return ncclSuccess;
-  }
-  /* A small message is written here and now; wake the stream threads only
-   * for what is left (a futex wake and a thread hop cost more than the
-   * write itself). */
-  if (size <= TCP_INLINE_MAX) tx_pump_inline(c);
-  pthread_mutex_lock(&c->q_lock);
-  if (!collx_list_empty(&c->queue)) pthread_cond_broadcast(&c->q_cond);
-  pthread_mutex_unlock(&c->q_lock);
+  if (eager)
+    tcp_eager_post(c, r, tag, claim > 0);
+  else
+    rendezvous_post(c, r);
   return ncclSuccess;
 }
 
@@ -561,7 +563,7 @@ ncclResult_t tcp_irecv(struct tcp_comm *c, int n, void **data, const size_t *siz
                c->peer, c->devname, seq - TCP_SEQ_SLOTS, TCP_SEQ_SLOTS);
     return ncclInvalidUsage;
   }
-  struct tcp_req *r = req_alloc(c);
+  struct tcp_req *r = tcp_req_alloc(c);
   if (!r) {
     COLLX_WARN("receive from %s on device %s: more than %d requests outstanding", c->peer,
                c->devname, COLLX_MAX_REQUESTS);
@@ -569,6 +571,7 @@ ncclResult_t tcp_irecv(struct tcp_comm *c, int n, void **data, const size_t *siz
   }
   r->seq = seq;
   r->n = n;
+  r->eager_claimed = 0;
   atomic_store(&r->entries_done, 0);
   for (int i = 0; i < n; i++) {
     r->e[i].buf = data[i];
@@ -578,10 +581,12 @@ ncclResult_t tcp_irecv(struct tcp_comm *c, int n, void **data, const size_t *siz
     atomic_store(&r->e[i].total, -1);
   }
   atomic_store_explicit(&c->by_seq[seq % TCP_SEQ_SLOTS], r, memory_order_release);
-  c->recv_seq++;
+  atomic_store(&c->recv_seq, seq + 1);
   ncclResult_t res = tcp_ctrl_send_cts(c, r);
   if (res != ncclSuccess) return res;
   *out = r;
+  /* An early message for this receive may be waiting on the control socket. */
+  tcp_ctrl_drain(c);
   return ncclSuccess;
 }
 
@@ -601,15 +606,22 @@ ncclResult_t tcp_test(struct tcp_req *r, int *done, size_t *sizes) {
     COLLX_WARN("test called on a request that is not in flight (already completed?)");
     return ncclInvalidArgument;
   }
-  /* Receives are read by the stream threads, and with COLLX_INLINE_RECV
-   * also by a caller polling test(), which then needs no thread wake-up; a
-   * small send still queued (its stream was busy) can be pushed by the
-   * caller. */
+  /* Small messages travel on the control socket, which the caller reads
+   * and writes itself.  Receives are read by the stream threads, and with
+   * COLLX_INLINE_RECV also by a caller polling test(), which then needs no
+   * thread wake-up; a small send still queued (its stream was busy) can be
+   * pushed by the caller. */
   if (!req_is_done(r)) {
+    if (c->magic == TCP_MAGIC_SEND && r->eager)
+      tcp_ctrl_pump(c);
+    else if (c->magic == TCP_MAGIC_RECV)
+      tcp_ctrl_drain(c);
+    if (c->magic == TCP_MAGIC_RECV && tcp_peer_finished(c))
+      tcp_comm_fail(c, ncclRemoteError, "connection closed by peer");
     if (caller_progress) {
       caller_pump(c);
     } else if (c->magic == TCP_MAGIC_SEND) {
-      if (r->size <= TCP_INLINE_MAX) tx_pump_inline(c);
+      if (r->size <= TCP_INLINE_MAX && !r->eager) tx_pump_inline(c);
     } else if (inline_recv) {
       rx_pump_inline(c);
     }
@@ -626,13 +638,13 @@ ncclResult_t tcp_test(struct tcp_req *r, int *done, size_t *sizes) {
       c->stats.messages++;
       for (int i = 0; i < r->n; i++) c->stats.bytes += (uint64_t)atomic_load(&r->e[i].total);
     }
-    req_release(r);
+    tcp_req_release(r);
     if (res != ncclSuccess) return res;
     *done = 1;
     return ncclSuccess;
   }
   if (atomic_load(&c->error)) {
-    req_release(r);
+    tcp_req_release(r);
     return tcp_comm_error(c);
   }
   return ncclSuccess;
@@ -670,6 +682,7 @@ ncclResult_t tcp_comm_start(int is_send, int dev, const char *devname, const cha
   c->nstreams = nstreams;
   c->max_piece = max_piece;
   collx_list_init(&c->queue);
+  collx_list_init(&c->lane_queue);
   pthread_mutex_init(&c->q_lock, NULL);
   pthread_cond_init(&c->q_cond, NULL);
   pthread_mutex_init(&c->ctrl_rx_lock, NULL);
@@ -724,10 +737,12 @@ void tcp_comm_wake(struct tcp_comm *c) {
 static void log_stats(const struct tcp_comm *c) {
   if (c->magic == TCP_MAGIC_SEND)
     COLLX_INFO(COLLX_LOG_NET, "send connection to %s on device %s closed: %llu messages, %llu bytes; %llu sends "
-               "found the receiver not ready at their first isend (%llu isend calls without a request)",
+               "found the receiver not ready at their first isend (%llu isend calls without a request); "
+               "%llu eager, %llu of them before their CTS",
                c->peer, c->devname, (unsigned long long)c->stats.messages,
                (unsigned long long)c->stats.bytes, (unsigned long long)c->stats.sends_waited,
-               (unsigned long long)c->stats.isend_retries);
+               (unsigned long long)c->stats.isend_retries, (unsigned long long)c->stats.eager,
+               (unsigned long long)c->stats.early);
   else
     COLLX_INFO(COLLX_LOG_NET, "receive connection from %s on device %s closed: %llu receives completed, %llu bytes",
                c->peer, c->devname, (unsigned long long)c->stats.messages,

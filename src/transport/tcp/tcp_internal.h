@@ -16,6 +16,9 @@
  * one still trickles in on a slow stream: the window of sequence numbers in
  * use can be wider than the pool. */
 #define TCP_SEQ_SLOTS 256
+/* Early (unmatched) eager sends a sender keeps until their receive's CTS
+ * arrives; past this, small sends wait for CTS records too. */
+#define TCP_EAGER_LOG 64
 /* Receive staging per stream: a header and a small message in one recv. */
 #define TCP_STAGE_SIZE (64 * 1024)
 
@@ -50,11 +53,14 @@ struct tcp_req {
   int idx;                /* entry of the receive this send fills */
   size_t piece;
   size_t npieces;
+  int eager;              /* travels on the control socket (tcp_eager.c)... */
+  struct wire_eager eager_hdr; /* ...behind this header */
   size_t next_piece;      /* guarded by comm->q_lock */
   _Atomic size_t pieces_done;
   struct collx_list qnode;
   /* receive */
   int n;
+  uint32_t eager_claimed; /* entries taken by early eager messages (lane reader only) */
   _Atomic int entries_done;
   struct tcp_entry e[COLLX_MAX_RECVS];
   _Atomic int error;      /* ncclResult_t for this request */
@@ -81,6 +87,7 @@ struct tcp_stream {
    * the caller polls test(); the caller wakes it for a large piece. */
   atomic_int parked;
   atomic_int bulk_wanted;
+  atomic_int eof;         /* the peer closed this stream between pieces */
 };
 
 /* The CTS records a sender has received, indexed by seq % MAX_REQUESTS. */
@@ -109,6 +116,13 @@ struct tcp_comm {
   atomic_int fail_claimed;   /* the first failure writes error_what */
   atomic_int error_reported;
   atomic_int active_reqs;   /* requests in flight: is a failure worth a WARN? */
+  /* Receive side: the peer closing its sockets ends the comm only once
+   * nothing more can arrive for a receive (tcp_peer_finished), so that
+   * what it sent before closing is still delivered. */
+  atomic_int streams_eof;   /* data streams closed between pieces */
+  atomic_int ctrl_eof;      /* control socket closed between records */
+  atomic_int lane_blocked;  /* an early message waits for its receive */
+  int ctrl_tx_dead;         /* the peer is gone: CTS and heartbeats are dropped */
   char error_what[128];     /* why the comm failed, for a late WARN */
   struct tcp_req reqs[COLLX_MAX_REQUESTS];
   /* send side */
@@ -123,6 +137,20 @@ struct tcp_comm {
   struct wire_ctrl ctrl_tx;
   size_t ctrl_tx_done;
   int ctrl_tx_pending;
+  /* sender: eager messages share the outgoing control socket, in order */
+  struct collx_list lane_queue;  /* eager sends not yet started (ctrl_tx_lock) */
+  struct tcp_req *lane_req;      /* the eager send being written */
+  size_t lane_done;
+  /* sender: early eager sends, oldest first, until their CTS is in */
+  struct { int32_t tag; uint64_t size; } early[TCP_EAGER_LOG];
+  unsigned early_head, early_len;
+  /* receiver: the incoming control socket's reader (ctrl_rx_lock) */
+  size_t ctrl_rx_pos;
+  struct wire_eager lane_rx_hdr;
+  struct tcp_req *lane_rx_req;   /* receive the current eager payload fills */
+  int lane_rx_active, lane_rx_discard;
+  size_t lane_rx_got;
+  uint32_t eager_seq;            /* first receive early messages may still fill */
   double last_sent;           /* heartbeat, watchdog only */
   _Atomic double last_heard;  /* any record from the peer */
   struct collx_list wd_node;
@@ -137,10 +165,11 @@ struct tcp_comm {
     uint64_t messages, bytes;
     uint64_t sends_waited;  /* sends whose first isend found no CTS */
     uint64_t isend_retries; /* isend calls that returned no request */
+    uint64_t eager, early;  /* sent on the control socket; of those, before their CTS */
     int waiting;            /* the current send has already been counted */
   } stats;
   /* receive side */
-  uint32_t recv_seq;
+  _Atomic uint32_t recv_seq;  /* written by the caller, read by the lane reader */
   /* receive posted for seq % MAX_REQUESTS; published with release order so
    * a stream thread that finds it also sees its buffers */
   struct tcp_req *_Atomic by_seq[TCP_SEQ_SLOTS];
@@ -164,15 +193,46 @@ void tcp_quarantine(void *obj, void (*release)(void *));
 void tcp_comm_fail(struct tcp_comm *c, ncclResult_t res, const char *what);
 ncclResult_t tcp_comm_error(struct tcp_comm *c);
 const char *tcp_io_reason(int io);
+/* Receive comm: the peer has closed everything, and nothing it sent is
+ * left for a posted receive. */
+int tcp_peer_finished(struct tcp_comm *c);
 /* Wake the comm's threads (failure or close). */
 void tcp_comm_wake(struct tcp_comm *c);
 
 /* Control channel (tcp_ctrl.c). */
 ncclResult_t tcp_ctrl_send_cts(struct tcp_comm *c, const struct tcp_req *r);
+/* Read what has arrived on the control socket: CTS records and heartbeats
+ * on a send comm, eager messages and heartbeats on a receive comm. */
 void tcp_ctrl_drain(struct tcp_comm *c);
+/* Send comm: write queued eager messages (and a pending heartbeat). */
+void tcp_ctrl_pump(struct tcp_comm *c);
 void tcp_ctrl_set_timeout(int seconds);
 int tcp_watchdog_add(struct tcp_comm *c);
 void tcp_watchdog_remove(struct tcp_comm *c);
 double tcp_now(void);
+/* CLOCK_REALTIME `seconds` from now, for pthread_cond_timedwait. */
+struct timespec;
+void tcp_realtime_in(struct timespec *ts, double seconds);
+
+/* Shared by the data path and the eager path (tcp_data.c). */
+void tcp_entry_account(struct tcp_req *r, int idx, uint64_t len);
+void tcp_warn_truncated(const struct tcp_comm *c, const struct tcp_req *r, int idx, uint64_t size);
+struct tcp_req *tcp_req_alloc(struct tcp_comm *c);
+void tcp_req_release(struct tcp_req *r);
+
+/* Eager messages (tcp_eager.c). */
+extern size_t tcp_eager_size;
+/* The sender's cursor over the receiver's CTS records: claim the entry of
+ * the current receive that a message with `tag` fills.  1: claimed, 0: that
+ * CTS is not in yet, -1: it is in but has no free entry with this tag. */
+int tcp_cts_claim(struct tcp_comm *c, int tag, uint32_t *seq, int *idx, uint64_t *cap);
+/* Match early eager sends against CTS records that have come in since. */
+void tcp_eager_replay(struct tcp_comm *c);
+/* Send r (data and size set) on the control socket: to receive entry
+ * r->seq/r->idx when matched (its CTS claimed), else early, matched by tag
+ * against the first receive from the sender's cursor on. */
+void tcp_eager_post(struct tcp_comm *c, struct tcp_req *r, int tag, int matched);
+/* Receive comm: parse the control socket's bytes (caller holds ctrl_rx_lock). */
+void tcp_eager_read(struct tcp_comm *c);
 
 #endif

@@ -60,6 +60,26 @@ int wire_ctrl_check(const struct wire_ctrl *m, int to_sender, const char **why) 
   return WIRE_CTS;
 }
 
+int wire_eager_check(const struct wire_eager *h, const char **why) {
+  if (h->magic != WIRE_MAGIC || h->type != WIRE_EAGER) {
+    *why = "control record with a bad magic";
+    return -1;
+  }
+  if (h->flags & ~WIRE_EAGER_MATCHED) {
+    *why = "eager message with unknown flags";
+    return -1;
+  }
+  if ((h->flags & WIRE_EAGER_MATCHED) && h->idx >= COLLX_MAX_RECVS) {
+    *why = "eager message for an impossible receive entry";
+    return -1;
+  }
+  if (h->size > WIRE_EAGER_MAX) {
+    *why = "eager message larger than any sender may send";
+    return -1;
+  }
+  return 0;
+}
+
 int wire_piece_check(const struct wire_piece *h, uint64_t cap, const char **why) {
   if (h->magic != WIRE_MAGIC) {
     *why = "stream out of sync (bad piece magic)";

@@ -14,6 +14,15 @@
  * the (tag, size) of each buffer.  A send is matched to a CTS entry by tag
  * and is cut into pieces; each piece travels on whichever stream takes it
  * first, behind a PIECE header that says where in which receive it belongs.
+ *
+ * Small messages (COLLX_EAGER_SIZE) do not wait for a CTS: they travel on the
+ * control socket, sender to receiver, as an EAGER record followed by the
+ * payload, in send order.  A sender that has the CTS of the receive names
+ * it (MATCHED); otherwise the record names the first receive the message may
+ * belong to, and both sides match it by tag with the same rule: the oldest
+ * receive, from that one on, with a free entry of that tag (see tcp_eager.c).
+ * The receiver reads such a record only once that receive is posted, so an
+ * early message waits in the socket, and TCP's own flow control bounds it.
  */
 #ifndef COLLX_TCP_WIRE_H
 #define COLLX_TCP_WIRE_H
@@ -25,7 +34,7 @@
 #include "core/device.h"
 
 #define WIRE_MAGIC 0x7863u /* "cx" */
-#define WIRE_VERSION 1
+#define WIRE_VERSION 2
 
 enum wire_kind { WIRE_HELLO_CTRL = 1, WIRE_HELLO_DATA = 2 };
 
@@ -58,7 +67,7 @@ struct wire_welcome {
 /* HEARTBEAT: sent by each side's watchdog thread every second, so that a
  * peer whose process stopped answering is told from one that is merely idle. */
 /* READY: the listener's last word in setup, sent once it holds every stream. */
-enum wire_ctrl_type { WIRE_CTS = 1, WIRE_HEARTBEAT = 2, WIRE_READY = 3 };
+enum wire_ctrl_type { WIRE_CTS = 1, WIRE_HEARTBEAT = 2, WIRE_READY = 3, WIRE_EAGER = 4 };
 
 struct wire_cts_entry {
   int32_t tag;
@@ -74,6 +83,25 @@ struct wire_ctrl {
   uint32_t seq;
   struct wire_cts_entry e[COLLX_MAX_RECVS];
 };
+
+enum wire_eager_flags { WIRE_EAGER_MATCHED = 1 };
+
+/* EAGER: a small message on the control socket, followed by `size` bytes.
+ * MATCHED: seq/idx name the receive entry.  Otherwise seq is the first
+ * receive the message may belong to and idx is unused. */
+struct wire_eager {
+  uint16_t magic;
+  uint8_t type;        /* WIRE_EAGER */
+  uint8_t flags;       /* enum wire_eager_flags */
+  uint32_t seq;
+  int32_t tag;
+  uint8_t idx;
+  uint8_t reserved[3];
+  uint64_t size;
+};
+
+/* Largest eager message a receiver accepts, whatever the sender's setting. */
+#define WIRE_EAGER_MAX (256 * 1024)
 
 enum wire_piece_flags { WIRE_PIECE_TRUNCATED = 1 };
 
@@ -92,6 +120,7 @@ _Static_assert(sizeof(struct wire_hello) == 24, "hello layout");
 _Static_assert(sizeof(struct wire_welcome) == 8 + 24 * COLLX_MAX_MEMBERS, "welcome layout");
 _Static_assert(sizeof(struct wire_piece) == 32, "piece layout");
 _Static_assert(sizeof(struct wire_ctrl) == 8 + 16 * COLLX_MAX_RECVS, "ctrl layout");
+_Static_assert(sizeof(struct wire_eager) == 24, "eager layout");
 
 /* Validators (wire.c).  Each returns -1 with *why set when the record must
  * be refused. */
@@ -100,6 +129,9 @@ int wire_hello_check(const struct wire_hello *h, uint64_t secret, const char **w
 int wire_welcome_check(const struct wire_welcome *w, int max_streams, const char **why);
 /* Returns the record's type; to_sender: we are the sending side. */
 int wire_ctrl_check(const struct wire_ctrl *m, int to_sender, const char **why);
+/* The receiving side's check of an EAGER record's own fields (which
+ * receive it lands in is checked where receives are known). */
+int wire_eager_check(const struct wire_eager *h, const char **why);
 /* cap: size of the receive buffer the piece names. */
 int wire_piece_check(const struct wire_piece *h, uint64_t cap, const char **why);
 
