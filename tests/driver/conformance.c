@@ -1223,6 +1223,21 @@ static void case_inflight32(struct wctx *c) {
 }
 
 /* Case 5: grouped receives matched by tag. */
+/* Case 5 and 13: a pair (role 0 sends) and one registered buffer of
+ * `total` bytes on this side's comm.  NULL after a failure (reported). */
+static uint8_t *pair_with_buffer(struct wctx *c, struct pair *p, size_t total, void **comm, void **mh) {
+  if (pair_establish(c, p, c->role == 0)) return NULL;
+  *comm = p->sender ? p->scomm : p->rcomm;
+  uint8_t *buf = xmalloc(c, total);
+  if (!buf) return NULL;
+  ncclResult_t r = PCALL(c, regMr, *comm, buf, total, NCCL_PTR_HOST, mh);
+  if (r != ncclSuccess) {
+    failf(c, "regMr(%zu bytes) returned %s", total, res_str(r));
+    return NULL;
+  }
+  return buf;
+}
+
 static void case_grouped(struct wctx *c) {
   if (load_plugin(c)) return;
   int n = c->props.maxRecvs < 8 ? c->props.maxRecvs : 8;
@@ -1239,16 +1254,10 @@ static void case_grouped(struct wctx *c) {
   }
   off[8] = total;
   struct pair p;
-  if (pair_establish(c, &p, c->role == 0)) return;
-  void *comm = p.sender ? p.scomm : p.rcomm;
-  uint8_t *buf = xmalloc(c, total);
+  void *mh = NULL, *comm;
+  uint8_t *buf = pair_with_buffer(c, &p, total, &comm, &mh);
   if (!buf) return;
-  void *mh = NULL;
-  ncclResult_t r = PCALL(c, regMr, comm, buf, total, NCCL_PTR_HOST, &mh);
-  if (r != ncclSuccess) {
-    failf(c, "regMr(%zu bytes) returned %s", total, res_str(r));
-    return;
-  }
+  ncclResult_t r;
   const int rounds = 5;
   for (int rd = 0; rd < rounds; rd++) {
     int nr = rd == rounds - 1 ? (n / 2 > 2 ? n / 2 : 2) : n; /* last round: fewer receives */
@@ -2033,16 +2042,10 @@ static void case_early(struct wctx *c) {
   off[nmsg] = total;
   int large = n == 4 ? 3 : -1;
   struct pair p;
-  if (pair_establish(c, &p, c->role == 0)) return;
-  void *comm = p.sender ? p.scomm : p.rcomm;
-  uint8_t *buf = xmalloc(c, total);
+  void *mh = NULL, *comm;
+  uint8_t *buf = pair_with_buffer(c, &p, total, &comm, &mh);
   if (!buf) return;
-  void *mh = NULL;
-  ncclResult_t r = PCALL(c, regMr, comm, buf, total, NCCL_PTR_HOST, &mh);
-  if (r != ncclSuccess) {
-    failf(c, "regMr(%zu bytes) returned %s", total, res_str(r));
-    return;
-  }
+  ncclResult_t r;
   char what[128];
   int flag = 0;
   if (p.sender) {

@@ -109,9 +109,9 @@ static int ctrl_flush(struct tcp_comm *c) {
   if (c->ctrl_tx_dead) return 0;
   for (;;) {
     enum sock_io io = SOCK_IO_DONE;
-    if (c->ctrl_tx_pending) {
-      io = sock_send_some(c->ctrl_fd, &c->ctrl_tx, sizeof c->ctrl_tx, &c->ctrl_tx_done);
-      if (io == SOCK_IO_DONE) c->ctrl_tx_pending = 0;
+    if (c->ctrl_tx_done < c->ctrl_tx_len) {
+      io = sock_send_some(c->ctrl_fd, c->ctrl_tx, c->ctrl_tx_len, &c->ctrl_tx_done);
+      if (io == SOCK_IO_DONE) c->ctrl_tx_len = c->ctrl_tx_done = 0;
     } else if (c->lane_req) {
       io = lane_write(c);
     } else if (!lane_next(c)) {
@@ -122,7 +122,7 @@ static int ctrl_flush(struct tcp_comm *c) {
       /* The peer is gone.  A receiver's fate is decided by what it can
        * still read (tcp_peer_finished), not by a CTS nobody will read. */
       c->ctrl_tx_dead = 1;
-      c->ctrl_tx_pending = 0;
+      c->ctrl_tx_len = c->ctrl_tx_done = 0;
       return 0;
     }
     if (io != SOCK_IO_DONE) {
@@ -143,31 +143,37 @@ void tcp_ctrl_pump(struct tcp_comm *c) {
   pthread_mutex_unlock(&c->ctrl_tx_lock);
 }
 
-static void ctrl_queue(struct tcp_comm *c, const struct wire_ctrl *m) {
-  c->ctrl_tx = *m;
-  c->ctrl_tx_done = 0;
-  c->ctrl_tx_pending = 1;
+/* Append a record to those not yet written.  Returns -1 when they fill the
+ * buffer (the peer has stopped reading). */
+static int ctrl_queue(struct tcp_comm *c, const struct wire_ctrl *m) {
+  if (c->ctrl_tx_done > 0) {
+    memmove(c->ctrl_tx, c->ctrl_tx + c->ctrl_tx_done, c->ctrl_tx_len - c->ctrl_tx_done);
+    c->ctrl_tx_len -= c->ctrl_tx_done;
+    c->ctrl_tx_done = 0;
+  }
+  if (c->ctrl_tx_len + sizeof *m > sizeof c->ctrl_tx) return -1;
+  memcpy(c->ctrl_tx + c->ctrl_tx_len, m, sizeof *m);
+  c->ctrl_tx_len += sizeof *m;
+  return 0;
 }
 
+/* Queue the receive's CTS.  It goes out with the caller's next test (NCCL
+ * posts several receives, then tests), so that a burst of receives costs
+ * one write; a full batch goes at once. */
 ncclResult_t tcp_ctrl_send_cts(struct tcp_comm *c, const struct tcp_req *r) {
   struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_CTS, .n = (uint8_t)r->n, .seq = r->seq};
   for (int i = 0; i < r->n; i++)
     m.e[i] = (struct wire_cts_entry){.tag = r->e[i].tag, .size = r->e[i].cap};
   pthread_mutex_lock(&c->ctrl_tx_lock);
-  int queued = 0;
-  for (;;) {
-    if (ctrl_flush(c) == 0) {
-      if (queued) break;
-      ctrl_queue(c, &m);
-      queued = 1;
-      continue;
-    }
+  while (!c->ctrl_tx_dead && ctrl_queue(c, &m) != 0) {
+    if (ctrl_flush(c) == 0) continue;
     if (atomic_load(&c->error) || atomic_load(&c->stop)) break;
-    /* At most 32 CTS records are ever unread by the sender, far below any
-     * socket buffer: waiting here is rare and short. */
+    /* Far more CTS records than receives can be outstanding sit unread:
+     * the peer is not reading.  Wait for room (the watchdog judges it). */
     struct pollfd p = {.fd = c->ctrl_fd, .events = POLLOUT};
     poll(&p, 1, WATCHDOG_TICK_MS);
   }
+  if (c->ctrl_tx_len - c->ctrl_tx_done >= TCP_CTS_BATCH * sizeof m) ctrl_flush(c);
   pthread_mutex_unlock(&c->ctrl_tx_lock);
   return atomic_load(&c->error) ? tcp_comm_error(c) : ncclSuccess;
 }
@@ -178,8 +184,7 @@ static void ctrl_heartbeat(struct tcp_comm *c, double now) {
   if (pthread_mutex_trylock(&c->ctrl_tx_lock) != 0) return;
   if (ctrl_flush(c) == 0 && now - c->last_sent >= HEARTBEAT_INTERVAL_S) {
     struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_HEARTBEAT};
-    ctrl_queue(c, &m);
-    c->last_sent = now;
+    if (ctrl_queue(c, &m) == 0) c->last_sent = now;
     ctrl_flush(c);
   }
   pthread_mutex_unlock(&c->ctrl_tx_lock);

@@ -606,16 +606,16 @@ ncclResult_t tcp_test(struct tcp_req *r, int *done, size_t *sizes) {
     COLLX_WARN("test called on a request that is not in flight (already completed?)");
     return ncclInvalidArgument;
   }
-  /* Small messages travel on the control socket, which the caller reads
-   * and writes itself.  Receives are read by the stream threads, and with
+  /* CTS records gathered by irecv go out now, done or not.  Small messages
+   * travel on the control socket, which the caller reads and writes itself.
+   * Other receives are read by the stream threads, and with
    * COLLX_INLINE_RECV also by a caller polling test(), which then needs no
    * thread wake-up; a small send still queued (its stream was busy) can be
    * pushed by the caller. */
+  if (c->magic == TCP_MAGIC_RECV) tcp_ctrl_pump(c);
   if (!req_is_done(r)) {
-    if (c->magic == TCP_MAGIC_SEND && r->eager)
-      tcp_ctrl_pump(c);
-    else if (c->magic == TCP_MAGIC_RECV)
-      tcp_ctrl_drain(c);
+    if (r->eager) tcp_ctrl_pump(c);
+    if (c->magic == TCP_MAGIC_RECV) tcp_ctrl_drain(c);
     if (c->magic == TCP_MAGIC_RECV && tcp_peer_finished(c))
       tcp_comm_fail(c, ncclRemoteError, "connection closed by peer");
     if (caller_progress) {

@@ -22,6 +22,12 @@
 /* Receive staging per stream: a header and a small message in one recv. */
 #define TCP_STAGE_SIZE (64 * 1024)
 
+/* Control records a comm holds unwritten: every receive's CTS and a
+ * heartbeat, with room to spare. */
+#define TCP_CTRL_TX_RECORDS (COLLX_MAX_REQUESTS + 2)
+/* CTS records gathered before they are written without waiting for a test. */
+#define TCP_CTS_BATCH 8
+
 /* Type tags at the start of every object handed to NCCL, so that a wrong or
  * stale pointer is recognised instead of being used. */
 enum tcp_magic {
@@ -134,9 +140,10 @@ struct tcp_comm {
   char ctrl_rx[(COLLX_MAX_REQUESTS + 2) * sizeof(struct wire_ctrl)]; /* records as read */
   size_t ctrl_rx_done;
   pthread_mutex_t ctrl_tx_lock;
-  struct wire_ctrl ctrl_tx;
-  size_t ctrl_tx_done;
-  int ctrl_tx_pending;
+  /* records not yet written: CTS records gather here between a caller's
+   * irecv calls and go out together at its next test (or a batch fills) */
+  char ctrl_tx[TCP_CTRL_TX_RECORDS * sizeof(struct wire_ctrl)];
+  size_t ctrl_tx_len, ctrl_tx_done;
   /* sender: eager messages share the outgoing control socket, in order */
   struct collx_list lane_queue;  /* eager sends not yet started (ctrl_tx_lock) */
   struct tcp_req *lane_req;      /* the eager send being written */
@@ -204,7 +211,8 @@ ncclResult_t tcp_ctrl_send_cts(struct tcp_comm *c, const struct tcp_req *r);
 /* Read what has arrived on the control socket: CTS records and heartbeats
  * on a send comm, eager messages and heartbeats on a receive comm. */
 void tcp_ctrl_drain(struct tcp_comm *c);
-/* Send comm: write queued eager messages (and a pending heartbeat). */
+/* Write what is queued on the control socket: eager messages on a send
+ * comm, gathered CTS records on a receive comm (and heartbeats). */
 void tcp_ctrl_pump(struct tcp_comm *c);
 void tcp_ctrl_set_timeout(int seconds);
 int tcp_watchdog_add(struct tcp_comm *c);
