@@ -2136,6 +2136,88 @@ static void case_early(struct wctx *c) {
   pair_close(c, &p);
 }
 
+/* Case 14: a sender that closes right after its small sends completed
+ * loses nothing: the receiver, posting only then, gets every message, and
+ * a receive posted after the last one fails promptly instead of waiting. */
+#define CLOSE_MSGS 8
+static void case_close_after_send(struct wctx *c) {
+  if (load_plugin(c)) return;
+  const char *es = getenv("COLLX_EAGER_SIZE");
+  if (es && atoi(es) < 4096) {
+    skipf(c, "COLLX_EAGER_SIZE=%s: small sends wait for their receive", es);
+    return;
+  }
+  const int cap = 4096;
+  struct pair p;
+  void *mh = NULL, *comm;
+  uint8_t *buf = pair_with_buffer(c, &p, (size_t)cap * (CLOSE_MSGS + 1), &comm, &mh);
+  if (!buf) return;
+  char what[128];
+  int flag = 0;
+  if (p.sender) {
+    void *req[CLOSE_MSGS];
+    for (int k = 0; k < CLOSE_MSGS; k++) {
+      int size = 1 + 500 * k;
+      pattern_fill(buf + (size_t)k * cap, (size_t)size, key_of(g_seed ^ 14, (uint64_t)k, 0));
+      snprintf(what, sizeof what, "isend %d (%d bytes) before any receive", k, size);
+      if (!(req[k] = send_retry(c, p.scomm, buf + (size_t)k * cap, size, 5, mh, 1.0, what))) return;
+    }
+    for (int k = 0; k < CLOSE_MSGS; k++) {
+      int got = SIZE_SENTINEL;
+      snprintf(what, sizeof what, "send %d", k);
+      if (wait_req(c, req[k], 1, &got, 5.0, what)) return;
+    }
+    step(c, 0, "closeSend with every send complete, nothing received yet");
+    PCALL(c, deregMr, comm, mh);
+    pair_close(c, &p);
+    if (ch_send(c, &flag, sizeof flag, "closed")) return;
+  } else {
+    if (ch_recv(c, &flag, sizeof flag, "closed")) return;
+    for (int k = 0; k <= CLOSE_MSGS; k++) {
+      void *d = buf + (size_t)k * cap, *m = mh, *req = NULL;
+      int sz = cap, tag = 5, got = SIZE_SENTINEL;
+      snprintf(what, sizeof what, "irecv %d after the sender closed", k);
+      step(c, 0, "%s", what);
+      ncclResult_t r = PCALL(c, irecv, p.rcomm, 1, &d, &sz, &tag, &m, &req);
+      if (k < CLOSE_MSGS) {
+        if (r != ncclSuccess || !req) {
+          failf(c, "%s: irecv returned %s%s: what was sent before the close is lost", what, res_str(r),
+                req ? "" : " (no request)");
+          return;
+        }
+        if (wait_req(c, req, 1, &got, 5.0, what)) return;
+        char why[256];
+        int size = 1 + 500 * k;
+        if (got != size)
+          failf(c, "%s: sizes = %d, expected %d", what, got, size);
+        else if (pattern_check(buf + (size_t)k * cap, (size_t)size, key_of(g_seed ^ 14, (uint64_t)k, 0), why,
+                               sizeof why))
+          failf(c, "%s: data wrong: %s", what, why);
+        continue;
+      }
+      /* Nothing more will come: the receive must fail, within 2 s. */
+      double t0 = now_s(), end = t0 + S(2.0);
+      int done = 0;
+      unsigned spins = 0;
+      while (r == ncclSuccess && req && !done && now_s() < end) {
+        r = PCALL(c, test, req, &done, &got);
+        backoff(&spins);
+      }
+      if (r == ncclSuccess && (done || !req))
+        failf(c, "%s: a receive with nothing left to come %s", what, done ? "completed" : "was not posted");
+      else if (r == ncclSuccess)
+        failf(c, "%s: still pending %.1f s after the peer closed (expected ncclRemoteError)", what, S(2.0));
+      else if (r != ncclRemoteError)
+        failf(c, "%s: %s (expected ncclRemoteError)", what, res_str(r));
+      else
+        notef(c, "receive %d after the close: ncclRemoteError after %.3f s", k, now_s() - t0);
+    }
+    PCALL(c, deregMr, comm, mh);
+    pair_close(c, &p);
+  }
+  free(buf);
+}
+
 /* ======================================================================== */
 static const struct tcase g_cases[] = {
     {"properties", "devices/getProperties report a usable host device", 1, 10, {"proc", NULL}, case_properties},
@@ -2161,6 +2243,8 @@ static const struct tcase g_cases[] = {
     {"flush", "iflush on host memory returns a NULL request", 2, 10, {"sender", "receiver"}, case_flush},
     {"early", "small sends return before their receive is posted and land in the right entries", 2, 10,
      {"sender", "receiver"}, case_early},
+    {"close-after-send", "a sender closing after its small sends completed loses nothing; a later receive fails",
+     2, 10, {"sender", "receiver"}, case_close_after_send},
 };
 #define NCASES ((int)(sizeof g_cases / sizeof g_cases[0]))
 
