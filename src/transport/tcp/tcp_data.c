@@ -505,8 +505,11 @@ ncclResult_t tcp_isend(struct tcp_comm *c, void *data, size_t size, int tag,
   *out = NULL;
   if (atomic_load(&c->error)) return tcp_comm_error(c);
   struct tcp_cts_slot *slot = &c->cts[c->send_seq % TCP_SEQ_SLOTS];
-  /* Read the control socket only when the CTS we need is not in yet. */
-  if (c->early_len || !atomic_load_explicit(&slot->valid, memory_order_acquire)) {
+  int eager = size <= tcp_eager_size;
+  /* Read the control socket only when the CTS we need is not in yet, and
+   * for a small send only once the early ones pile up: it can go early. */
+  int need_cursor = !eager || c->early_len >= TCP_EAGER_LOG / 2;
+  if (need_cursor && (c->early_len || !atomic_load_explicit(&slot->valid, memory_order_acquire))) {
     tcp_ctrl_drain(c);
     tcp_eager_replay(c);
     if (atomic_load(&c->error)) return tcp_comm_error(c);
@@ -519,7 +522,6 @@ ncclResult_t tcp_isend(struct tcp_comm *c, void *data, size_t size, int tag,
   }
   r->data = data;
   r->size = size;
-  int eager = size <= tcp_eager_size;
   int claim = 0;
   uint64_t cap = 0;
   /* While early sends wait for their CTS the cursor is not final: only
