@@ -202,7 +202,7 @@ def build_table(runs_by, ranks, meta):
     out = []
     out.append("# collx all-reduce benchmark")
     out.append("")
-    for k in ("date", "gpu", "driver", "nccl", "plugin", "mps", "launcher", "mode", "args"):
+    for k in ("date", "gpu", "driver", "nccl", "plugin", "mps", "launcher", "mode", "args", "env"):
         if meta.get(k):
             out.append("- %s: %s" % (k, meta[k]))
     out.append("- busbw = algbw * 2(n-1)/n, GB = 1e9 bytes; time = per all-reduce, max over ranks")
@@ -307,7 +307,7 @@ def check_lat(runs_by, n, ref):
 
 def build_summary(runs, runs_by, ranks, meta, expected_sizes):
     out = ["collx all-reduce benchmark: summary"]
-    for k in ("date", "gpu", "driver", "nccl", "plugin", "mps", "launcher", "mode", "args",
+    for k in ("date", "gpu", "driver", "nccl", "plugin", "mps", "launcher", "mode", "args", "env",
               "results"):
         if meta.get(k):
             out.append("  %-9s %s" % (k + ":", meta[k]))

@@ -113,6 +113,8 @@ meta date "$(date '+%Y-%m-%d %H:%M:%S %Z')"
 meta host "$(hostname 2>/dev/null || echo '?')"
 meta mode "$MODE"
 meta args "${ARGS[*]}"
+# Settings added to the runs, so that a table says what it measured.
+meta env "${COLLX_EXTRA_ENV:+collx runs: $COLLX_EXTRA_ENV; }${BENCH_EXTRA_ENV:+every run: $BENCH_EXTRA_ENV}"
 meta results "$RESULTS_DIR"
 
 # What the caller's environment says about NCCL, CUDA, MPI and collx.

@@ -36,7 +36,7 @@
 
 _Static_assert(TCP_EAGER_SIZE_MAX <= WIRE_EAGER_MAX, "a receiver accepts what a sender may send");
 
-size_t tcp_eager_size = 65536;
+size_t tcp_eager_size = 16384;
 void tcp_set_eager_size(size_t bytes) {
   tcp_eager_size = bytes < TCP_EAGER_SIZE_MAX ? bytes : TCP_EAGER_SIZE_MAX;
 }
