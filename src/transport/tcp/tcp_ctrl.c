@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -61,6 +62,15 @@ void tcp_comm_fail(struct tcp_comm *c, ncclResult_t res, const char *what) {
     comm_report(c);
   else
     COLLX_INFO(COLLX_LOG_NET, "connection with %s on device %s ended: %s", c->peer, c->devname, what);
+}
+
+void tcp_comm_failf(struct tcp_comm *c, ncclResult_t res, const char *fmt, ...) {
+  char why[200];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof why, fmt, ap);
+  va_end(ap);
+  tcp_comm_fail(c, res, why);
 }
 
 /* The comm's error for a caller, reported now if it was not yet. */
@@ -157,9 +167,10 @@ static int ctrl_queue(struct tcp_comm *c, const struct wire_ctrl *m) {
   return 0;
 }
 
-/* Queue the receive's CTS.  It goes out with the caller's next test (NCCL
- * posts several receives, then tests), so that a burst of receives costs
- * one write; a full batch goes at once. */
+/* Write the receive's CTS now: a receiver may post and then not test for a
+ * while (or be stopped), and the sender of a large message waits for it.
+ * What the socket does not take goes out with the next test() or the
+ * watchdog's next tick. */
 ncclResult_t tcp_ctrl_send_cts(struct tcp_comm *c, const struct tcp_req *r) {
   struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_CTS, .n = (uint8_t)r->n, .seq = r->seq};
   for (int i = 0; i < r->n; i++)
@@ -173,7 +184,7 @@ ncclResult_t tcp_ctrl_send_cts(struct tcp_comm *c, const struct tcp_req *r) {
     struct pollfd p = {.fd = c->ctrl_fd, .events = POLLOUT};
     poll(&p, 1, WATCHDOG_TICK_MS);
   }
-  if (c->ctrl_tx_len - c->ctrl_tx_done >= TCP_CTS_BATCH * sizeof m) ctrl_flush(c);
+  ctrl_flush(c);
   pthread_mutex_unlock(&c->ctrl_tx_lock);
   return atomic_load(&c->error) ? tcp_comm_error(c) : ncclSuccess;
 }
@@ -273,10 +284,8 @@ static void watch_one(struct tcp_comm *c, double now) {
   /* A peer that closed its control socket has said goodbye: what is left
    * is judged by tcp_peer_finished. */
   if (timeout_s > 0 && silent > timeout_s && !atomic_load(&c->ctrl_eof)) {
-    char why[128];
-    snprintf(why, sizeof why, "no answer from the peer's plugin for %.0f s (COLLX_TIMEOUT=%d)",
-             silent, timeout_s);
-    tcp_comm_fail(c, ncclRemoteError, why);
+    tcp_comm_failf(c, ncclRemoteError, "no answer from the peer's plugin for %.0f s (COLLX_TIMEOUT=%d)",
+                   silent, timeout_s);
     tcp_comm_wake(c);
   }
 }

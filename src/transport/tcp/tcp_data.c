@@ -68,15 +68,14 @@ void tcp_entry_account(struct tcp_req *r, int idx, uint64_t len) {
 
 /* A message does not fit its receive buffer: say so, and fail that entry
  * (nothing of it is written). */
-void tcp_warn_truncated(const struct tcp_comm *c, const struct tcp_req *r, int idx, uint64_t size) {
-  struct tcp_req *w = (struct tcp_req *)r;
-  const struct tcp_entry *e = &r->e[idx];
+void tcp_warn_truncated(const struct tcp_comm *c, struct tcp_req *r, int idx, uint64_t size) {
+  struct tcp_entry *e = &r->e[idx];
   COLLX_WARN("message of %llu bytes from %s on device %s is larger than the receive buffer "
              "of %zu bytes (tag %d); nothing was written",
              (unsigned long long)size, c->peer, c->devname, e->cap, e->tag);
-  atomic_store(&w->error, ncclInvalidUsage);
-  atomic_store(&w->e[idx].total, 0);
-  atomic_fetch_add(&w->entries_done, 1);
+  atomic_store(&r->error, ncclInvalidUsage);
+  atomic_store(&e->total, 0);
+  atomic_fetch_add(&r->entries_done, 1);
 }
 
 /* A piece header arrived: find its receive and check it fits.  Returns 0,
@@ -84,20 +83,17 @@ void tcp_warn_truncated(const struct tcp_comm *c, const struct tcp_req *r, int i
 static int rx_accept_header(struct tcp_stream *s) {
   struct tcp_comm *c = s->comm;
   struct wire_piece *h = &s->rx_hdr;
-  char why[200];
   struct tcp_req *r = NULL;
   if (h->magic == WIRE_MAGIC)
     r = atomic_load_explicit(&c->by_seq[h->seq % TCP_SEQ_SLOTS], memory_order_acquire);
   if (h->magic == WIRE_MAGIC && (!r || r->seq != h->seq || h->idx >= r->n)) {
-    snprintf(why, sizeof why, "piece for receive %u/%u that was never posted", h->seq, h->idx);
-    tcp_comm_fail(c, ncclRemoteError, why);
+    tcp_comm_failf(c, ncclRemoteError, "piece for receive %u/%u that was never posted", h->seq, h->idx);
     return -1;
   }
   const char *bad = NULL;
   if (wire_piece_check(h, r ? r->e[h->idx].cap : 0, &bad) != 0) {
-    snprintf(why, sizeof why, "%s: [%llu,+%llu) of %llu bytes", bad, (unsigned long long)h->offset,
-             (unsigned long long)h->len, (unsigned long long)h->total);
-    tcp_comm_fail(c, ncclRemoteError, why);
+    tcp_comm_failf(c, ncclRemoteError, "%s: [%llu,+%llu) of %llu bytes", bad, (unsigned long long)h->offset,
+                   (unsigned long long)h->len, (unsigned long long)h->total);
     return -1;
   }
   struct tcp_entry *e = &r->e[h->idx];
@@ -620,8 +616,9 @@ ncclResult_t tcp_test(struct tcp_req *r, int *done, size_t *sizes) {
     COLLX_WARN("test called on a request that is not in flight (already completed?)");
     return ncclInvalidArgument;
   }
-  /* CTS records gathered by irecv go out now, done or not.  Small messages
-   * travel on the control socket, which the caller reads and writes itself.
+  /* CTS records the socket did not take at irecv go out now, done or not.
+   * Small messages travel on the control socket, which the caller reads and
+   * writes itself.
    * Other receives are read by the stream threads, and with
    * COLLX_INLINE_RECV also by a caller polling test(), which then needs no
    * thread wake-up; a small send still queued (its stream was busy) can be

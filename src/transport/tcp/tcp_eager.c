@@ -26,7 +26,6 @@
  * later, and only small messages and heartbeats share that socket, so no
  * bulk transfer waits behind a message that waits for its receive.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -74,10 +73,8 @@ void tcp_eager_replay(struct tcp_comm *c) {
     int got = tcp_cts_claim(c, c->early[k].tag, &seq, &idx, &cap);
     if (got == 0) return; /* that CTS is not in yet */
     if (got < 0) {
-      char why[160];
-      snprintf(why, sizeof why, "a message with tag %d sent before its CTS fits no free entry of receive %u",
-               c->early[k].tag, c->send_seq);
-      tcp_comm_fail(c, ncclInvalidUsage, why);
+      tcp_comm_failf(c, ncclInvalidUsage, "a message with tag %d sent before its CTS fits no free entry of "
+                     "receive %u", c->early[k].tag, c->send_seq);
       return;
     }
     if (c->early[k].size > cap)
@@ -114,23 +111,13 @@ void tcp_eager_post(struct tcp_comm *c, struct tcp_req *r, int tag, int matched)
 
 /* ---- receiver ------------------------------------------------------------ */
 
-__attribute__((format(printf, 3, 4))) static void lane_fail(struct tcp_comm *c, ncclResult_t res,
-                                                             const char *fmt, ...) {
-  char why[160];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, sizeof why, fmt, ap);
-  va_end(ap);
-  tcp_comm_fail(c, res, why);
-}
-
 /* The entry an early message fills (see the top of this file).  NULL when
  * its receive is not posted yet (*blocked set) or after failing the comm. */
 static struct tcp_req *early_target(struct tcp_comm *c, const struct wire_eager *h, int *idx,
                                     int *blocked) {
   uint32_t posted = atomic_load(&c->recv_seq);
   if ((int32_t)(h->seq - posted) > 0) {
-    lane_fail(c, ncclRemoteError, "early message for receive %u, but only %u were posted", h->seq, posted);
+    tcp_comm_failf(c, ncclRemoteError, "early message for receive %u, but only %u were posted", h->seq, posted);
     return NULL;
   }
   if ((int32_t)(h->seq - c->eager_seq) > 0) c->eager_seq = h->seq;
@@ -142,7 +129,7 @@ static struct tcp_req *early_target(struct tcp_comm *c, const struct wire_eager 
     }
     struct tcp_req *r = atomic_load_explicit(&c->by_seq[t % TCP_SEQ_SLOTS], memory_order_acquire);
     if (!r || r->seq != t) {
-      lane_fail(c, ncclRemoteError, "early message for receive %u, which has completed", t);
+      tcp_comm_failf(c, ncclRemoteError, "early message for receive %u, which has completed", t);
       return NULL;
     }
     for (int i = 0; i < r->n; i++)
@@ -153,7 +140,7 @@ static struct tcp_req *early_target(struct tcp_comm *c, const struct wire_eager 
         return r;
       }
     if (__builtin_popcount(r->eager_claimed) < r->n) {
-      lane_fail(c, ncclInvalidUsage, "early message with tag %d fits no free entry of receive %u",
+      tcp_comm_failf(c, ncclInvalidUsage, "early message with tag %d fits no free entry of receive %u",
                 h->tag, t);
       return NULL;
     }
@@ -175,7 +162,7 @@ static int lane_start(struct tcp_comm *c, const struct wire_eager *h) {
   if (h->flags & WIRE_EAGER_MATCHED) {
     r = atomic_load_explicit(&c->by_seq[h->seq % TCP_SEQ_SLOTS], memory_order_acquire);
     if (!r || r->seq != h->seq || idx >= r->n) {
-      lane_fail(c, ncclRemoteError, "eager message for receive %u/%d that was never posted", h->seq, idx);
+      tcp_comm_failf(c, ncclRemoteError, "eager message for receive %u/%d that was never posted", h->seq, idx);
       return -1;
     }
   } else {

@@ -25,8 +25,6 @@
 /* Control records a comm holds unwritten: every receive's CTS and a
  * heartbeat, with room to spare. */
 #define TCP_CTRL_TX_RECORDS (COLLX_MAX_REQUESTS + 2)
-/* CTS records gathered before they are written without waiting for a test. */
-#define TCP_CTS_BATCH 8
 
 /* Type tags at the start of every object handed to NCCL, so that a wrong or
  * stale pointer is recognised instead of being used. */
@@ -140,8 +138,7 @@ struct tcp_comm {
   char ctrl_rx[(COLLX_MAX_REQUESTS + 2) * sizeof(struct wire_ctrl)]; /* records as read */
   size_t ctrl_rx_done;
   pthread_mutex_t ctrl_tx_lock;
-  /* records not yet written: CTS records gather here between a caller's
-   * irecv calls and go out together at its next test (or a batch fills) */
+  /* records the socket has not taken yet (CTS, heartbeat) */
   char ctrl_tx[TCP_CTRL_TX_RECORDS * sizeof(struct wire_ctrl)];
   size_t ctrl_tx_len, ctrl_tx_done;
   /* sender: eager messages share the outgoing control socket, in order */
@@ -198,6 +195,8 @@ void tcp_quarantine(void *obj, void (*release)(void *));
 
 /* Errors (tcp_ctrl.c): record a comm's first failure; report it to a caller. */
 void tcp_comm_fail(struct tcp_comm *c, ncclResult_t res, const char *what);
+__attribute__((format(printf, 3, 4))) void tcp_comm_failf(struct tcp_comm *c, ncclResult_t res,
+                                                          const char *fmt, ...);
 ncclResult_t tcp_comm_error(struct tcp_comm *c);
 const char *tcp_io_reason(int io);
 /* Receive comm: the peer has closed everything, and nothing it sent is
@@ -212,7 +211,7 @@ ncclResult_t tcp_ctrl_send_cts(struct tcp_comm *c, const struct tcp_req *r);
  * on a send comm, eager messages and heartbeats on a receive comm. */
 void tcp_ctrl_drain(struct tcp_comm *c);
 /* Write what is queued on the control socket: eager messages on a send
- * comm, gathered CTS records on a receive comm (and heartbeats). */
+ * comm, CTS records the socket did not take on a receive comm (and heartbeats). */
 void tcp_ctrl_pump(struct tcp_comm *c);
 void tcp_ctrl_set_timeout(int seconds);
 int tcp_watchdog_add(struct tcp_comm *c);
@@ -224,7 +223,7 @@ void tcp_realtime_in(struct timespec *ts, double seconds);
 
 /* Shared by the data path and the eager path (tcp_data.c). */
 void tcp_entry_account(struct tcp_req *r, int idx, uint64_t len);
-void tcp_warn_truncated(const struct tcp_comm *c, const struct tcp_req *r, int idx, uint64_t size);
+void tcp_warn_truncated(const struct tcp_comm *c, struct tcp_req *r, int idx, uint64_t size);
 struct tcp_req *tcp_req_alloc(struct tcp_comm *c);
 void tcp_req_release(struct tcp_req *r);
 
