@@ -82,20 +82,6 @@ int sock_connect_done(int fd) {
   return errno == ENOTCONN ? 0 : -1;
 }
 
-enum sock_io sock_send_some(int fd, const void *buf, size_t len, size_t *done) {
-  while (*done < len) {
-    ssize_t n = send(fd, (const char *)buf + *done, len - *done, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      *done += (size_t)n;
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return SOCK_IO_AGAIN;
-    return SOCK_IO_ERROR;
-  }
-  return SOCK_IO_DONE;
-}
-
 enum sock_io sock_send_two(int fd, const void *hdr, size_t hlen, const void *payload, size_t plen,
                            size_t *done) {
   while (*done < hlen + plen) {
@@ -115,6 +101,10 @@ enum sock_io sock_send_two(int fd, const void *hdr, size_t hlen, const void *pay
     return SOCK_IO_ERROR;
   }
   return SOCK_IO_DONE;
+}
+
+enum sock_io sock_send_some(int fd, const void *buf, size_t len, size_t *done) {
+  return sock_send_two(fd, buf, len, NULL, 0, done);
 }
 
 enum sock_io sock_recv_some(int fd, void *buf, size_t len, size_t *done) {

@@ -120,32 +120,29 @@ static struct tcp_req *early_target(struct tcp_comm *c, const struct wire_eager 
     tcp_comm_failf(c, ncclRemoteError, "early message for receive %u, but only %u were posted", h->seq, posted);
     return NULL;
   }
+  /* Claims only ever go to the receive at the cursor, and the cursor moves
+   * past a receive once its last entry is claimed: the receive it names has
+   * a free entry unless the message fits nowhere. */
   if ((int32_t)(h->seq - c->eager_seq) > 0) c->eager_seq = h->seq;
-  for (;;) {
-    uint32_t t = c->eager_seq;
-    if (t == posted) {
-      *blocked = 1;
-      return NULL;
-    }
-    struct tcp_req *r = atomic_load_explicit(&c->by_seq[t % TCP_SEQ_SLOTS], memory_order_acquire);
-    if (!r || r->seq != t) {
-      tcp_comm_failf(c, ncclRemoteError, "early message for receive %u, which has completed", t);
-      return NULL;
-    }
-    for (int i = 0; i < r->n; i++)
-      if (!(r->eager_claimed & (1u << i)) && r->e[i].tag == h->tag) {
-        r->eager_claimed |= 1u << i;
-        if (__builtin_popcount(r->eager_claimed) == r->n) c->eager_seq++;
-        *idx = i;
-        return r;
-      }
-    if (__builtin_popcount(r->eager_claimed) < r->n) {
-      tcp_comm_failf(c, ncclInvalidUsage, "early message with tag %d fits no free entry of receive %u",
-                h->tag, t);
-      return NULL;
-    }
-    c->eager_seq++;
+  uint32_t t = c->eager_seq;
+  if (t == posted) {
+    *blocked = 1;
+    return NULL;
   }
+  struct tcp_req *r = atomic_load_explicit(&c->by_seq[t % TCP_SEQ_SLOTS], memory_order_acquire);
+  if (!r || r->seq != t) {
+    tcp_comm_failf(c, ncclRemoteError, "early message for receive %u, which has completed", t);
+    return NULL;
+  }
+  for (int i = 0; i < r->n; i++)
+    if (!(r->eager_claimed & (1u << i)) && r->e[i].tag == h->tag) {
+      r->eager_claimed |= 1u << i;
+      if (__builtin_popcount(r->eager_claimed) == r->n) c->eager_seq++;
+      *idx = i;
+      return r;
+    }
+  tcp_comm_failf(c, ncclInvalidUsage, "early message with tag %d fits no free entry of receive %u", h->tag, t);
+  return NULL;
 }
 
 /* An EAGER record is staged: find its entry and start its payload.
