@@ -188,10 +188,12 @@ __attribute__((format(printf, 3, 4))) static void step(struct wctx *c, int slot,
 static int failed(struct wctx *c) { return c->shm->nfail != 0; }
 
 /* ------------------------------------------------------------------------ */
-/* The logger handed to init: WARNs go to stderr and into a capture buffer. */
+/* The logger handed to init: WARNs go to stderr and into a capture buffer;
+ * the last connection statistics (INFO "... closed: ...") are kept too. */
 static pthread_mutex_t g_warn_mu = PTHREAD_MUTEX_INITIALIZER;
 static char g_warn[32768];
 static size_t g_warn_len;
+static char g_closed[1536];
 
 static void drv_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
                        const char *fmt, ...) {
@@ -212,7 +214,12 @@ static void drv_logger(ncclDebugLogLevel level, unsigned long flags, const char 
       if (n > 0) g_warn_len += (size_t)n < room ? (size_t)n : room - 1;
     }
     pthread_mutex_unlock(&g_warn_mu);
-  } else if (g_verbose && level != NCCL_LOG_NONE) {
+  } else if (level == NCCL_LOG_INFO && strstr(msg, "send connection to") && strstr(msg, "closed:")) {
+    pthread_mutex_lock(&g_warn_mu);
+    snprintf(g_closed, sizeof g_closed, "%s", msg);
+    pthread_mutex_unlock(&g_warn_mu);
+  }
+  if (level != NCCL_LOG_WARN && level != NCCL_LOG_ABORT && g_verbose && level != NCCL_LOG_NONE) {
     fprintf(stderr, "[%s/%s] plugin %s %s\n", cname, rname,
             level == NCCL_LOG_INFO ? "INFO" : level == NCCL_LOG_TRACE ? "TRACE" : "LOG", msg);
   }
@@ -2218,6 +2225,80 @@ static void case_close_after_send(struct wctx *c) {
   free(buf);
 }
 
+/* ------------------------------------------------------------------------ */
+/* After a run of small messages the receiver holds its CTS records back
+ * (small messages need none); a large send then has to ask for its CTS.
+ * Each round: HELD_SMALL small messages, then one large one.  The large
+ * ones must arrive intact and promptly, and the sender's statistics must
+ * show that it asked (CTS_WANTED) at least once: without the request, the
+ * CTS would come only with the receiver's next batch or the watchdog's
+ * tick. */
+#define HELD_ROUNDS 3
+#define HELD_SMALL 40
+#define HELD_LARGE (1 << 20)
+static int held_size(int k) { return k % (HELD_SMALL + 1) == HELD_SMALL ? HELD_LARGE : 8 + k % 64; }
+
+static void case_held_cts(struct wctx *c) {
+  if (load_plugin(c)) return;
+  const char *es = getenv("COLLX_EAGER_SIZE");
+  if (es && atoi(es) < 4096) {
+    skipf(c, "COLLX_EAGER_SIZE=%s: every message waits for its CTS, none is held back", es);
+    return;
+  }
+  const int nmsg = HELD_ROUNDS * (HELD_SMALL + 1);
+  struct pair p;
+  void *mh = NULL, *comm;
+  uint8_t *buf = pair_with_buffer(c, &p, HELD_LARGE, &comm, &mh);
+  if (!buf) return;
+  char what[128];
+  double worst = 0;
+  for (int k = 0; k < nmsg && !failed(c); k++) {
+    int size = held_size(k), got = SIZE_SENTINEL;
+    uint64_t key = key_of(g_seed ^ 15, (uint64_t)k, 0);
+    snprintf(what, sizeof what, "message %d (%d bytes)", k, size);
+    if (p.sender) {
+      pattern_fill(buf, (size_t)size, key);
+      double t0 = now_s();
+      void *req = send_retry(c, p.scomm, buf, size, 7, mh, 2.0, what);
+      if (!req || wait_req(c, req, 1, &got, 5.0, what)) break;
+      if (size == HELD_LARGE && now_s() - t0 > worst) worst = now_s() - t0;
+    } else {
+      void *d = buf, *m = mh, *req = NULL;
+      int cap = HELD_LARGE, tag = 7;
+      char why[256];
+      if (PCALL(c, irecv, p.rcomm, 1, &d, &cap, &tag, &m, &req) != ncclSuccess || !req) {
+        failf(c, "%s: irecv gave no request", what);
+        break;
+      }
+      if (wait_req(c, req, 1, &got, 5.0, what)) break;
+      if (got != size)
+        failf(c, "%s: sizes = %d", what, got);
+      else if (pattern_check(buf, (size_t)size, key, why, sizeof why))
+        failf(c, "%s: data wrong: %s", what, why);
+    }
+    /* One message at a time, so that every receive is posted before its send. */
+    int flag = k;
+    if (p.sender ? ch_recv(c, &flag, sizeof flag, "received") : ch_send(c, &flag, sizeof flag, "received")) break;
+  }
+  PCALL(c, deregMr, comm, mh);
+  pair_close(c, &p);
+  if (p.sender && !failed(c)) {
+    pthread_mutex_lock(&g_warn_mu);
+    const char *w = strstr(g_closed, "before their CTS; ");
+    long wanted = w ? strtol(w + strlen("before their CTS; "), NULL, 10) : -1;
+    pthread_mutex_unlock(&g_warn_mu);
+    if (wanted < 0)
+      failf(c, "no connection statistics with a CTS_WANTED count were logged at closeSend");
+    else if (wanted == 0)
+      failf(c, "none of the %d large sends asked for its CTS: the receiver never held its CTS records back",
+            HELD_ROUNDS);
+    else
+      notef(c, "%ld CTS_WANTED records; slowest large send from first isend to completion %.1f ms", wanted,
+            worst * 1e3);
+  }
+  free(buf);
+}
+
 /* ======================================================================== */
 static const struct tcase g_cases[] = {
     {"properties", "devices/getProperties report a usable host device", 1, 10, {"proc", NULL}, case_properties},
@@ -2245,6 +2326,8 @@ static const struct tcase g_cases[] = {
      {"sender", "receiver"}, case_early},
     {"close-after-send", "a sender closing after its small sends completed loses nothing; a later receive fails",
      2, 10, {"sender", "receiver"}, case_close_after_send},
+    {"held-cts", "a large send after many small ones gets the CTS the receiver held back, at once", 2, 15,
+     {"sender", "receiver"}, case_held_cts},
 };
 #define NCASES ((int)(sizeof g_cases / sizeof g_cases[0]))
 

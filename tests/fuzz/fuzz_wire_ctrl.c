@@ -18,6 +18,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (in.magic == WIRE_MAGIC) {
     if (in.type == WIRE_HEARTBEAT)
       expect = WIRE_HEARTBEAT;
+    else if (in.type == WIRE_CTS_WANTED && !to_sender)
+      expect = WIRE_CTS_WANTED;
     else if (in.type == WIRE_CTS && to_sender && in.n >= 1 && in.n <= COLLX_MAX_RECVS)
       expect = WIRE_CTS;
   }

@@ -1,7 +1,8 @@
 /*
  * The control channel of a comm, and the watchdog that keeps it honest.
  *
- * The control socket carries CTS records (receiver to sender) and
+ * The control socket carries CTS records (receiver to sender), eager
+ * messages and CTS_WANTED records (sender to receiver, tcp_eager.c) and
  * heartbeats (both ways).  One watchdog thread per process, alive while any
  * comm is, sends a heartbeat on every comm each second and reads what the
  * peer sent.  Liveness is judged by the peer's plugin answering, never by
@@ -167,10 +168,28 @@ static int ctrl_queue(struct tcp_comm *c, const struct wire_ctrl *m) {
   return 0;
 }
 
-/* Write the receive's CTS now: a receiver may post and then not test for a
- * while (or be stopped), and the sender of a large message waits for it.
- * What the socket does not take goes out with the next test() or the
- * watchdog's next tick. */
+/* Records queued and not yet written. */
+static size_t ctrl_tx_held(const struct tcp_comm *c) {
+  return (c->ctrl_tx_len - c->ctrl_tx_done) / sizeof(struct wire_ctrl);
+}
+
+/* Whether a receive comm writes its CTS records now or holds them back. */
+static int cts_due(struct tcp_comm *c) {
+  return atomic_load(&c->cts_prompt) > 0 || ctrl_tx_held(c) >= TCP_CTS_BATCH;
+}
+
+/* One receive fewer to announce at once. */
+static void cts_prompt_spend(struct tcp_comm *c) {
+  int left = atomic_load(&c->cts_prompt);
+  /* A stream thread may reset it meanwhile; then the reset wins. */
+  if (left > 0) atomic_compare_exchange_strong(&c->cts_prompt, &left, left - 1);
+}
+
+/* Queue the receive's CTS, and write it now unless the receiver is holding
+ * its CTS records back (TCP_CTS_BATCH).  Written at once, it reaches a
+ * sender of a large message even if the receiver then stops testing (or is
+ * stopped).  What the socket does not take goes out with a later test() or
+ * the watchdog's next tick. */
 ncclResult_t tcp_ctrl_send_cts(struct tcp_comm *c, const struct tcp_req *r) {
   struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_CTS, .n = (uint8_t)r->n, .seq = r->seq};
   for (int i = 0; i < r->n; i++)
@@ -184,9 +203,36 @@ ncclResult_t tcp_ctrl_send_cts(struct tcp_comm *c, const struct tcp_req *r) {
     struct pollfd p = {.fd = c->ctrl_fd, .events = POLLOUT};
     poll(&p, 1, WATCHDOG_TICK_MS);
   }
-  ctrl_flush(c);
+  int due = cts_due(c);
+  cts_prompt_spend(c);
+  if (due) ctrl_flush(c);
   pthread_mutex_unlock(&c->ctrl_tx_lock);
   return atomic_load(&c->error) ? tcp_comm_error(c) : ncclSuccess;
+}
+
+void tcp_ctrl_pump_due(struct tcp_comm *c) {
+  if (atomic_exchange(&c->cts_wanted, 0) || cts_due(c)) tcp_ctrl_pump(c);
+}
+
+/* The receiver reads this in its eager lane, behind the messages sent
+ * before it, and writes every CTS it holds.  Sent once per cursor position,
+ * and again after TCP_CTS_WANT_RETRY_S in case the receiver went back to
+ * holding before the receive this send needs was posted. */
+void tcp_ctrl_want_cts(struct tcp_comm *c) {
+  double now = tcp_now();
+  if (c->want_seq == c->send_seq && now - c->want_at < TCP_CTS_WANT_RETRY_S) return;
+  if (pthread_mutex_trylock(&c->ctrl_tx_lock) != 0) return; /* asked again at the next isend */
+  /* Only between whole records: the lane may be in the middle of a message. */
+  if (ctrl_flush(c) == 0) {
+    struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_CTS_WANTED, .seq = c->send_seq};
+    if (ctrl_queue(c, &m) == 0) {
+      c->want_seq = c->send_seq;
+      c->want_at = now;
+      c->stats.cts_wanted++;
+      ctrl_flush(c);
+    }
+  }
+  pthread_mutex_unlock(&c->ctrl_tx_lock);
 }
 
 /* Heartbeat, from the watchdog: never blocks; a record that does not fit
@@ -226,8 +272,10 @@ static int ctrl_accept_record(struct tcp_comm *c, const struct wire_ctrl *m, con
 void tcp_ctrl_drain(struct tcp_comm *c) {
   if (pthread_mutex_trylock(&c->ctrl_rx_lock) != 0) return;
   if (c->magic == TCP_MAGIC_RECV) {
-    tcp_eager_read(c); /* eager messages and heartbeats */
+    tcp_eager_read(c); /* eager messages, CTS_WANTED and heartbeats */
     pthread_mutex_unlock(&c->ctrl_rx_lock);
+    /* The writing lock is never taken inside the reading one. */
+    tcp_ctrl_pump_due(c);
     return;
   }
   const size_t rec = sizeof(struct wire_ctrl);

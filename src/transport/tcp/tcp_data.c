@@ -103,6 +103,9 @@ static int rx_accept_header(struct tcp_stream *s) {
     return 0;
   }
   atomic_store_explicit(&e->total, (int64_t)h->total, memory_order_release);
+  /* Messages come on the streams: CTS records go out at once again. */
+  if (h->offset == 0 && atomic_load(&c->cts_prompt) != TCP_CTS_PROMPT_RECEIVES)
+    atomic_store(&c->cts_prompt, TCP_CTS_PROMPT_RECEIVES);
   s->rx_req = r;
   s->rx_done = 0;
   if (h->len == 0) {
@@ -463,6 +466,7 @@ static void send_truncation(struct tcp_comm *c, uint32_t seq, int idx, size_t si
 /* isend has no CTS for this message yet: NCCL will ask again.  Counted, so
  * that the close-time statistics say whether senders wait for receivers. */
 static ncclResult_t send_not_yet(struct tcp_comm *c) {
+  tcp_ctrl_want_cts(c);
   c->stats.isend_retries++;
   if (!c->stats.waiting) c->stats.sends_waited++;
   c->stats.waiting = 1;
@@ -616,14 +620,15 @@ ncclResult_t tcp_test(struct tcp_req *r, int *done, size_t *sizes) {
     COLLX_WARN("test called on a request that is not in flight (already completed?)");
     return ncclInvalidArgument;
   }
-  /* CTS records the socket did not take at irecv go out now, done or not.
+  /* CTS records the socket did not take at irecv go out now, done or not,
+   * unless the receiver is holding them back (TCP_CTS_BATCH).
    * Small messages travel on the control socket, which the caller reads and
    * writes itself.
    * Other receives are read by the stream threads, and with
    * COLLX_INLINE_RECV also by a caller polling test(), which then needs no
    * thread wake-up; a small send still queued (its stream was busy) can be
    * pushed by the caller. */
-  if (c->magic == TCP_MAGIC_RECV) tcp_ctrl_pump(c);
+  if (c->magic == TCP_MAGIC_RECV) tcp_ctrl_pump_due(c);
   if (!req_is_done(r)) {
     if (r->eager) tcp_ctrl_pump(c);
     if (c->magic == TCP_MAGIC_RECV && !recv_in_bulk(r)) tcp_ctrl_drain(c);
@@ -692,6 +697,8 @@ ncclResult_t tcp_comm_start(int is_send, int dev, const char *devname, const cha
   c->ctrl_fd = ctrl_fd;
   c->nstreams = nstreams;
   c->max_piece = max_piece;
+  /* Until the traffic shows its sizes, every CTS goes out at once. */
+  atomic_store(&c->cts_prompt, TCP_CTS_PROMPT_RECEIVES);
   collx_list_init(&c->queue);
   collx_list_init(&c->lane_queue);
   pthread_mutex_init(&c->q_lock, NULL);
@@ -749,11 +756,11 @@ static void log_stats(const struct tcp_comm *c) {
   if (c->magic == TCP_MAGIC_SEND)
     COLLX_INFO(COLLX_LOG_NET, "send connection to %s on device %s closed: %llu messages, %llu bytes; %llu sends "
                "found the receiver not ready at their first isend (%llu isend calls without a request); "
-               "%llu eager, %llu of them before their CTS",
+               "%llu eager, %llu of them before their CTS; %llu CTS_WANTED",
                c->peer, c->devname, (unsigned long long)c->stats.messages,
                (unsigned long long)c->stats.bytes, (unsigned long long)c->stats.sends_waited,
                (unsigned long long)c->stats.isend_retries, (unsigned long long)c->stats.eager,
-               (unsigned long long)c->stats.early);
+               (unsigned long long)c->stats.early, (unsigned long long)c->stats.cts_wanted);
   else
     COLLX_INFO(COLLX_LOG_NET, "receive connection from %s on device %s closed: %llu receives completed, %llu bytes",
                c->peer, c->devname, (unsigned long long)c->stats.messages,

@@ -222,9 +222,14 @@ static int lane_record(struct tcp_comm *c, size_t len) {
     struct wire_ctrl m;
     const char *why = NULL;
     memcpy(&m, p, sizeof m);
-    if (wire_ctrl_check(&m, 0, &why) < 0) { /* a receiver hears only heartbeats */
+    int type = wire_ctrl_check(&m, 0, &why); /* heartbeat or CTS_WANTED */
+    if (type < 0) {
       tcp_comm_fail(c, ncclRemoteError, why);
       r = -1;
+    } else if (type == WIRE_CTS_WANTED) {
+      /* Written by whoever drained (tcp_ctrl_drain), outside this lock. */
+      atomic_store(&c->cts_prompt, TCP_CTS_PROMPT_RECEIVES);
+      atomic_store(&c->cts_wanted, 1);
     }
   }
   if (r == 1) c->ctrl_rx_pos += len;

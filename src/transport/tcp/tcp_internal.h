@@ -22,6 +22,17 @@
 /* Receive staging per stream: a header and a small message in one recv. */
 #define TCP_STAGE_SIZE (64 * 1024)
 
+/* A receiver whose last TCP_CTS_PROMPT_RECEIVES receives saw no message
+ * large enough for the data streams holds its CTS records back until
+ * TCP_CTS_BATCH are waiting (or the sender asks, or the watchdog's next
+ * tick): small messages need no CTS, and each write on the control socket
+ * costs the proxy thread a loopback round of the TCP stack (bench/NOTES.md
+ * attempt 14). */
+#define TCP_CTS_BATCH 8
+#define TCP_CTS_PROMPT_RECEIVES 16
+/* A sender refused for want of a CTS asks again after this long. */
+#define TCP_CTS_WANT_RETRY_S 1e-3
+
 /* Control records a comm holds unwritten: every receive's CTS and a
  * heartbeat, with room to spare. */
 #define TCP_CTRL_TX_RECORDS (COLLX_MAX_REQUESTS + 2)
@@ -127,6 +138,13 @@ struct tcp_comm {
   atomic_int ctrl_eof;      /* control socket closed between records */
   atomic_int lane_blocked;  /* an early message waits for its receive */
   int ctrl_tx_dead;         /* the peer is gone: CTS and heartbeats are dropped */
+  /* receiver: receives still to get their CTS written at once; reset by a
+   * message on the data streams and by the sender's CTS_WANTED */
+  atomic_int cts_prompt;
+  atomic_int cts_wanted;      /* a CTS_WANTED came in: write what is held */
+  /* sender: the last CTS_WANTED, for the cursor position it was sent at */
+  uint32_t want_seq;
+  double want_at;
   char error_what[128];     /* why the comm failed, for a late WARN */
   struct tcp_req reqs[COLLX_MAX_REQUESTS];
   /* send side */
@@ -170,6 +188,7 @@ struct tcp_comm {
     uint64_t sends_waited;  /* sends whose first isend found no CTS */
     uint64_t isend_retries; /* isend calls that returned no request */
     uint64_t eager, early;  /* sent on the control socket; of those, before their CTS */
+    uint64_t cts_wanted;    /* CTS_WANTED records sent */
     int waiting;            /* the current send has already been counted */
   } stats;
   /* receive side */
@@ -213,6 +232,10 @@ void tcp_ctrl_drain(struct tcp_comm *c);
 /* Write what is queued on the control socket: eager messages on a send
  * comm, CTS records the socket did not take on a receive comm (and heartbeats). */
 void tcp_ctrl_pump(struct tcp_comm *c);
+/* Receive comm: write held CTS records if they are due (see TCP_CTS_BATCH). */
+void tcp_ctrl_pump_due(struct tcp_comm *c);
+/* Send comm: a send waits for a CTS; ask the receiver for what it holds. */
+void tcp_ctrl_want_cts(struct tcp_comm *c);
 void tcp_ctrl_set_timeout(int seconds);
 int tcp_watchdog_add(struct tcp_comm *c);
 void tcp_watchdog_remove(struct tcp_comm *c);

@@ -49,6 +49,7 @@ int wire_ctrl_check(const struct wire_ctrl *m, int to_sender, const char **why) 
     return -1;
   }
   if (m->type == WIRE_HEARTBEAT) return WIRE_HEARTBEAT;
+  if (m->type == WIRE_CTS_WANTED && !to_sender) return WIRE_CTS_WANTED;
   if (m->type != WIRE_CTS || !to_sender) {
     *why = "unexpected control record";
     return -1;

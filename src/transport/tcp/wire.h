@@ -14,6 +14,10 @@
  * the (tag, size) of each buffer.  A send is matched to a CTS entry by tag
  * and is cut into pieces; each piece travels on whichever stream takes it
  * first, behind a PIECE header that says where in which receive it belongs.
+ * A receiver whose recent messages were all small holds its CTS records
+ * back and writes them in batches (small messages need none); a sender that
+ * needs one meanwhile asks with a CTS_WANTED record, and the receiver then
+ * writes what it holds and goes back to writing each CTS at once.
  *
  * Small messages (COLLX_EAGER_SIZE) do not wait for a CTS: they travel on the
  * control socket, sender to receiver, as an EAGER record followed by the
@@ -34,7 +38,7 @@
 #include "core/device.h"
 
 #define WIRE_MAGIC 0x7863u /* "cx" */
-#define WIRE_VERSION 2
+#define WIRE_VERSION 3
 
 enum wire_kind { WIRE_HELLO_CTRL = 1, WIRE_HELLO_DATA = 2 };
 
@@ -67,7 +71,9 @@ struct wire_welcome {
 /* HEARTBEAT: sent by each side's watchdog thread every second, so that a
  * peer whose process stopped answering is told from one that is merely idle. */
 /* READY: the listener's last word in setup, sent once it holds every stream. */
-enum wire_ctrl_type { WIRE_CTS = 1, WIRE_HEARTBEAT = 2, WIRE_READY = 3, WIRE_EAGER = 4 };
+/* CTS_WANTED: sender to receiver, in the eager lane: a send waits for a CTS
+ * the receiver may be holding back. */
+enum wire_ctrl_type { WIRE_CTS = 1, WIRE_HEARTBEAT = 2, WIRE_READY = 3, WIRE_EAGER = 4, WIRE_CTS_WANTED = 5 };
 
 struct wire_cts_entry {
   int32_t tag;
@@ -75,7 +81,8 @@ struct wire_cts_entry {
   uint64_t size;
 };
 
-/* Control record: CTS from receiver to sender, heartbeats both ways. */
+/* Control record: CTS from receiver to sender, CTS_WANTED from sender to
+ * receiver, heartbeats both ways. */
 struct wire_ctrl {
   uint16_t magic;
   uint8_t type;        /* enum wire_ctrl_type */
