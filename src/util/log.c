@@ -1,14 +1,22 @@
 #include "log.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-static ncclDebugLogger_t nccl_logger;
+/* Atomic: NCCL may initialise communicators (net and tuner inits) from
+ * several threads at once. */
+static _Atomic(ncclDebugLogger_t) nccl_logger;
 
-void collx_log_set_logger(ncclDebugLogger_t logger) { nccl_logger = logger; }
+void collx_log_set_logger(ncclDebugLogger_t logger) { atomic_store(&nccl_logger, logger); }
+
+void collx_log_adopt_logger(ncclDebugLogger_t logger) {
+  ncclDebugLogger_t none = NULL;
+  atomic_compare_exchange_strong(&nccl_logger, &none, logger);
+}
 
 /* Without NCCL (the tools, the tests) COLLX_DEBUG picks what reaches stderr.
  * getenv directly: the parameter module logs through here. */
@@ -28,8 +36,9 @@ void collx_log(ncclDebugLogLevel level, unsigned long subsys, const char *file, 
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  if (nccl_logger) {
-    nccl_logger(level, subsys, file, line, "NET/collx : %s", msg);
+  ncclDebugLogger_t logger = atomic_load(&nccl_logger);
+  if (logger) {
+    logger(level, subsys, file, line, "NET/collx : %s", msg);
     return;
   }
   if (level == NCCL_LOG_NONE || (int)level > stderr_level()) return;

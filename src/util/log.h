@@ -7,9 +7,15 @@
 #define COLLX_LOG_INIT NCCL_INIT
 #define COLLX_LOG_NET NCCL_NET
 #define COLLX_LOG_ENV NCCL_ENV
+#define COLLX_LOG_TUNING NCCL_TUNING
 
 /* Install NCCL's logger (NULL: log to stderr, filtered by COLLX_DEBUG). */
 void collx_log_set_logger(ncclDebugLogger_t logger);
+
+/* Install `logger` only if none is installed yet: the tuner's init may run
+ * in a process whose net plugin is not collx (NCCL_TUNER_PLUGIN naming
+ * collx's library), and must not replace the one the net init installed. */
+void collx_log_adopt_logger(ncclDebugLogger_t logger);
 
 void collx_log(ncclDebugLogLevel level, unsigned long subsys, const char *file, int line,
                const char *fmt, ...) __attribute__((format(printf, 5, 6)));

@@ -107,6 +107,7 @@ fi
 ok "make install prefix=$prefix"
 moddir=$prefix/share/modulefiles
 for f in lib/libnccl-net-collx.so bin/collx-info bin/collx-perf include/collx/net_abi.h \
+         include/collx/tuner_abi.h \
          lib/pkgconfig/collx.pc "share/modulefiles/collx/$version.lua" \
          "share/modulefiles/collx/$version" share/doc/collx/README.md share/doc/collx/deploy.md \
          share/doc/collx/params.md share/doc/collx/troubleshooting.md; do

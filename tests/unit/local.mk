@@ -18,3 +18,13 @@ tests_unit_test_stripe_SOURCES = tests/unit/test_stripe.c
 tests_unit_test_stripe_LDADD = libcollx-core.la
 TESTS += tests/unit/test_exports.sh
 EXTRA_DIST += tests/unit/test_exports.sh
+
+# test_tune: the tuning policy (src/tune/) on hand-made cost tables.
+# test_tuner_plugin: the built plugin's ncclTunerPlugin_v4, dlopened as NCCL
+# does, through init, getCollInfo and destroy.
+check_PROGRAMS += tests/unit/test_tune tests/unit/test_tuner_plugin
+TESTS += tests/unit/test_tune tests/unit/test_tuner_plugin
+tests_unit_test_tune_SOURCES = tests/unit/test_tune.c
+tests_unit_test_tune_LDADD = libcollx-core.la
+tests_unit_test_tuner_plugin_SOURCES = tests/unit/test_tuner_plugin.c
+tests_unit_test_tuner_plugin_LDADD = -ldl

@@ -1,0 +1,96 @@
+/*
+ * collx - NCCL tuner plugin ABI (ncclTuner v4), as seen from the plugin side.
+ *
+ * Written for collx from the documented layout of NCCL's external tuner
+ * interface.  When NCCL_TUNER_PLUGIN is unset, NCCL looks for a tuner in
+ * the network plugin's own library, newest interface first (2.28.3 tries
+ * v5, v4, v3, v2); collx exports the v4 table, so releases that know only
+ * older interfaces run without it.
+ * Only what collx needs is declared, and the layout is pinned with
+ * _Static_assert below, as in net_abi.h.
+ *
+ * The contract of getCollInfo, as collx relies on it:
+ *   - collCostTable is not a float ** in memory: it points at one contiguous
+ *     float array of numAlgo rows of numProto columns; entry (a, p) is
+ *     ((float *)collCostTable)[a * numProto + p], NCCL's estimated time.
+ *   - NCCL marks the combinations it will not consider with
+ *     NCCL_ALGO_PROTO_IGNORE (-1.0) and then picks the cheapest entry that is
+ *     not negative, so a tuner steers NCCL by rewriting entries.
+ *   - nChannels may be left untouched (NCCL then picks the channel count).
+ *   - A result other than ncclSuccess makes NCCL fall back to its own
+ *     tuning for that collective; a failing init fails the communicator.
+ */
+#ifndef COLLX_TUNER_ABI_H
+#define COLLX_TUNER_ABI_H
+
+#include <stddef.h>
+
+#include "collx/net_abi.h" /* ncclResult_t, ncclDebugLogger_t */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Collective kinds passed as collType; numbering is part of the ABI. */
+typedef enum {
+  ncclFuncBroadcast = 0,
+  ncclFuncReduce = 1,
+  ncclFuncAllGather = 2,
+  ncclFuncReduceScatter = 3,
+  ncclFuncAllReduce = 4,
+  ncclFuncSendRecv = 5,
+  ncclFuncSend = 6,
+  ncclFuncRecv = 7
+} ncclFunc_t;
+
+/* Rows of the cost table (algorithms). */
+#define NCCL_ALGO_TREE 0
+#define NCCL_ALGO_RING 1
+#define NCCL_ALGO_COLLNET_DIRECT 2
+#define NCCL_ALGO_COLLNET_CHAIN 3
+#define NCCL_ALGO_NVLS 4
+#define NCCL_ALGO_NVLS_TREE 5
+#define NCCL_ALGO_PAT 6
+
+/* Columns of the cost table (protocols). */
+#define NCCL_PROTO_LL 0
+#define NCCL_PROTO_LL128 1
+#define NCCL_PROTO_SIMPLE 2
+
+/* A cost-table entry NCCL will not consider. */
+#define NCCL_ALGO_PROTO_IGNORE (-1.0f)
+
+typedef struct {
+  const char *name;
+  /* Once per communicator; *context is handed back to the other calls. */
+  ncclResult_t (*init)(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction,
+                       void **context);
+  /* Once per collective (or group of collectives of one kind): rewrite
+   * collCostTable, and optionally set *nChannels. */
+  ncclResult_t (*getCollInfo)(void *context, ncclFunc_t collType, size_t nBytes,
+                              int numPipeOps, float **collCostTable, int numAlgo, int numProto,
+                              int regBuff, int *nChannels);
+  /* When the communicator is destroyed. */
+  ncclResult_t (*destroy)(void *context);
+} ncclTuner_v4_t;
+
+/* ---- Layout pins (x86-64 / aarch64 LP64) --------------------------------- */
+#if defined(__LP64__)
+#if defined(__cplusplus) && !defined(_Static_assert)
+#define _Static_assert static_assert /* the header is installed; C++ may include it */
+#endif
+/* collType travels as an int-sized enum. */
+_Static_assert(sizeof(ncclFunc_t) == sizeof(int), "ncclFunc_t size");
+/* Four pointer-sized members: name, then init, getCollInfo, destroy. */
+_Static_assert(sizeof(ncclTuner_v4_t) == 4 * sizeof(void *), "ncclTuner_v4_t size");
+_Static_assert(offsetof(ncclTuner_v4_t, name) == 0, "tuner v4.name");
+_Static_assert(offsetof(ncclTuner_v4_t, init) == 1 * 8, "tuner v4.init");
+_Static_assert(offsetof(ncclTuner_v4_t, getCollInfo) == 2 * 8, "tuner v4.getCollInfo");
+_Static_assert(offsetof(ncclTuner_v4_t, destroy) == 3 * 8, "tuner v4.destroy");
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

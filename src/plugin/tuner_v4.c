@@ -1,0 +1,95 @@
+/*
+ * ncclTuner v4 shim: NCCL finds this table in the net plugin's library when
+ * NCCL_TUNER_PLUGIN is unset, and asks it about every collective.  The
+ * policy itself is src/tune/tune.c; this file keeps the per-communicator
+ * context and the settings.
+ */
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "collx/tuner_abi.h"
+#include "plugin/shim_common.h"
+#include "tune/tune.h"
+#include "util/log.h"
+#include "util/params.h"
+
+struct tuner_ctx {
+  size_t nranks, nnodes;
+  struct collx_tune_settings settings;
+};
+
+/* Out-of-range values are reported once per process, not once per
+ * communicator. */
+static void warn_once(atomic_flag *flag, const char *what, long value, const char *instead) {
+  if (!atomic_flag_test_and_set(flag))
+    COLLX_WARN("%s=%ld is out of range; using %s", what, value, instead);
+}
+
+static void read_settings(struct collx_tune_settings *s) {
+  static atomic_flag bad_mode = ATOMIC_FLAG_INIT, bad_max = ATOMIC_FLAG_INIT;
+  long mode = collx_param_int(COLLX_P_TUNER);
+  long max = collx_param_int(COLLX_P_TUNER_TREE_MAX);
+  if (mode != 0 && mode != 1) {
+    warn_once(&bad_mode, "COLLX_TUNER", mode, "1");
+    mode = 1;
+  }
+  if (max < 0) {
+    warn_once(&bad_max, "COLLX_TUNER_TREE_MAX", max, "0");
+    max = 0;
+  }
+  s->enabled = mode == 1;
+  s->tree_max = (size_t)max;
+}
+
+static void log_policy(const struct tuner_ctx *c) {
+  const char *why = collx_tune_inactive_reason(&c->settings, c->nranks, c->nnodes);
+  if (why)
+    COLLX_INFO(COLLX_LOG_INIT | COLLX_LOG_TUNING, "tuner: %zu ranks on %zu nodes, NCCL tunes alone (%s)",
+               c->nranks, c->nnodes, why);
+  else
+    COLLX_INFO(COLLX_LOG_INIT | COLLX_LOG_TUNING,
+               "tuner: %zu ranks on %zu nodes, all-reduce up to %zu bytes uses Tree", c->nranks,
+               c->nnodes, c->settings.tree_max);
+}
+
+/* A failing init would fail the whole communicator, so a context that
+ * cannot be allocated only turns the tuner off for it. */
+static ncclResult_t v4_init(size_t nranks, size_t nnodes, ncclDebugLogger_t logger,
+                            void **context) {
+  if (!context) return ncclInvalidArgument;
+  collx_log_adopt_logger(logger);
+  struct tuner_ctx *c = calloc(1, sizeof *c);
+  *context = c;
+  if (!c) {
+    COLLX_WARN("tuner: out of memory; NCCL tunes alone");
+    return ncclSuccess;
+  }
+  c->nranks = nranks;
+  c->nnodes = nnodes;
+  read_settings(&c->settings);
+  log_policy(c);
+  return ncclSuccess;
+}
+
+static ncclResult_t v4_get_coll_info(void *context, ncclFunc_t coll, size_t nbytes,
+                                     int num_pipe_ops, float **cost_table, int nalgo, int nproto,
+                                     int reg_buff, int *nchannels) {
+  const struct tuner_ctx *c = context;
+  if (!c) return ncclSuccess;
+  /* The table is one contiguous float array despite its declared type. */
+  collx_tune_allreduce(&c->settings, c->nranks, c->nnodes, (int)coll, nbytes,
+                       (float *)cost_table, nalgo, nproto);
+  return ncclSuccess;
+}
+
+static ncclResult_t v4_destroy(void *context) {
+  free(context);
+  return ncclSuccess;
+}
+
+COLLX_EXPORT const ncclTuner_v4_t ncclTunerPlugin_v4 = {
+    .name = "collx",
+    .init = v4_init,
+    .getCollInfo = v4_get_coll_info,
+    .destroy = v4_destroy,
+};

@@ -1,0 +1,37 @@
+/*
+ * collx's algorithm choice for NCCL, as a pure function of the
+ * communicator's shape, the collective and NCCL's cost table.  The tuner
+ * shim (src/plugin/tuner_v4.c) reads the settings and calls it; the unit
+ * tests call it directly.
+ *
+ * Why: under NCCL 2.28.3 with one rank per node over collx, NCCL picks
+ * Ring with its LL protocol for all-reduce up to 4 MiB, and Tree (NCCL still
+ * choosing the protocol) was as fast or much faster at every size from 8 B
+ * to 4 MiB at 2 and 4 ranks; from 8 MiB up NCCL's own choice was as good or
+ * better (bench/NOTES.md, attempt 14).
+ */
+#ifndef COLLX_TUNE_TUNE_H
+#define COLLX_TUNE_TUNE_H
+
+#include <stddef.h>
+
+struct collx_tune_settings {
+  int enabled;      /* COLLX_TUNER: 0 leaves every table as NCCL made it */
+  size_t tree_max;  /* COLLX_TUNER_TREE_MAX: largest all-reduce sent to Tree */
+};
+
+/* NULL when the policy acts on a communicator of `nranks` ranks over
+ * `nnodes` nodes, else why it does not (for the log). */
+const char *collx_tune_inactive_reason(const struct collx_tune_settings *s, size_t nranks,
+                                       size_t nnodes);
+
+/* Apply the policy to NCCL's cost table for one collective: `table` is
+ * `nalgo` rows of `nproto` entries, `coll` an ncclFunc_t.  For an
+ * all-reduce of at most tree_max bytes on an active communicator, where
+ * Tree has an entry NCCL may pick, every entry of the other algorithms is
+ * set to "ignore", so NCCL picks Tree with the protocol it rates best.
+ * Returns 1 when the table was changed, 0 when it was left as it was. */
+int collx_tune_allreduce(const struct collx_tune_settings *s, size_t nranks, size_t nnodes,
+                         int coll, size_t nbytes, float *table, int nalgo, int nproto);
+
+#endif

@@ -1,0 +1,178 @@
+/*
+ * Unit test of the tuning policy (src/tune/tune.c): which cost tables it
+ * rewrites, and that it rewrites only the entries of the other algorithms.
+ * Prints one line per failed check; exits non-zero if any failed.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "collx/tuner_abi.h"
+#include "tune/tune.h"
+
+static int failures, checks;
+
+#define CHECK(cond, ...)                          \
+  do {                                            \
+    checks++;                                     \
+    if (!(cond)) {                                \
+      printf("FAIL line %d: ", __LINE__);         \
+      printf(__VA_ARGS__);                        \
+      printf("\n");                               \
+      failures++;                                 \
+    }                                             \
+  } while (0)
+
+#define NALGO 7
+#define NPROTO 3
+#define MiB ((size_t)1 << 20)
+
+static const struct collx_tune_settings on = {.enabled = 1, .tree_max = 4 * MiB};
+static const struct collx_tune_settings off = {.enabled = 0, .tree_max = 4 * MiB};
+
+/* A table as NCCL could hand it over: distinct positive times, with the
+ * combinations it rules out (CollNet, NVLS) already ignored. */
+static void fill(float t[NALGO * NPROTO]) {
+  for (int a = 0; a < NALGO; a++)
+    for (int p = 0; p < NPROTO; p++) t[a * NPROTO + p] = 10.0f + (float)(a * NPROTO + p);
+  for (int p = 0; p < NPROTO; p++) {
+    t[NCCL_ALGO_COLLNET_DIRECT * NPROTO + p] = NCCL_ALGO_PROTO_IGNORE;
+    t[NCCL_ALGO_NVLS * NPROTO + p] = NCCL_ALGO_PROTO_IGNORE;
+  }
+}
+
+static int same(const float *a, const float *b, int n) {
+  return memcmp(a, b, (size_t)n * sizeof *a) == 0;
+}
+
+/* The policy applied: Tree rows as they were, every other entry ignored. */
+static void check_only_tree(const char *what, const struct collx_tune_settings *s, size_t nranks,
+                            size_t nnodes, size_t nbytes) {
+  float t[NALGO * NPROTO], orig[NALGO * NPROTO];
+  fill(t);
+  memcpy(orig, t, sizeof t);
+  int changed = collx_tune_allreduce(s, nranks, nnodes, ncclFuncAllReduce, nbytes, t, NALGO, NPROTO);
+  CHECK(changed == 1, "%s: reported %d, want 1 (changed)", what, changed);
+  CHECK(same(t, orig, NPROTO), "%s: Tree entries changed", what);
+  for (int a = 0; a < NALGO; a++) {
+    if (a == NCCL_ALGO_TREE) continue;
+    for (int p = 0; p < NPROTO; p++)
+      CHECK(t[a * NPROTO + p] == NCCL_ALGO_PROTO_IGNORE, "%s: algo %d proto %d left at %g", what,
+            a, p, (double)t[a * NPROTO + p]);
+  }
+}
+
+/* The policy stays out: the table is exactly as NCCL made it. */
+static void check_unchanged(const char *what, const struct collx_tune_settings *s, size_t nranks,
+                            size_t nnodes, int coll, size_t nbytes) {
+  float t[NALGO * NPROTO], orig[NALGO * NPROTO];
+  fill(t);
+  memcpy(orig, t, sizeof t);
+  int changed = collx_tune_allreduce(s, nranks, nnodes, coll, nbytes, t, NALGO, NPROTO);
+  CHECK(changed == 0, "%s: reported %d, want 0 (unchanged)", what, changed);
+  CHECK(same(t, orig, NALGO * NPROTO), "%s: table changed", what);
+}
+
+static void test_policy(void) {
+  check_only_tree("1 MiB, 2 ranks on 2 nodes", &on, 2, 2, MiB);
+  check_only_tree("1 MiB, 4 ranks on 4 nodes", &on, 4, 4, MiB);
+  check_only_tree("8 B, 2 ranks on 2 nodes", &on, 2, 2, 8);
+  check_only_tree("4 MiB (the limit itself), 2 ranks on 2 nodes", &on, 2, 2, 4 * MiB);
+  check_unchanged("8 MiB (over the limit)", &on, 2, 2, ncclFuncAllReduce, 8 * MiB);
+  check_unchanged("4 MiB + 1 (over the limit)", &on, 2, 2, ncclFuncAllReduce, 4 * MiB + 1);
+  check_unchanged("8 ranks on 2 nodes", &on, 8, 2, ncclFuncAllReduce, MiB);
+  check_unchanged("1 rank on 1 node", &on, 1, 1, ncclFuncAllReduce, MiB);
+  check_unchanged("4 ranks on 1 node", &on, 4, 1, ncclFuncAllReduce, MiB);
+  check_unchanged("AllGather", &on, 2, 2, ncclFuncAllGather, MiB);
+  check_unchanged("ReduceScatter", &on, 2, 2, ncclFuncReduceScatter, MiB);
+  check_unchanged("Broadcast", &on, 2, 2, ncclFuncBroadcast, MiB);
+  check_unchanged("COLLX_TUNER=0", &off, 2, 2, ncclFuncAllReduce, MiB);
+  check_unchanged("NULL settings", NULL, 2, 2, ncclFuncAllReduce, MiB);
+  struct collx_tune_settings zero = {.enabled = 1, .tree_max = 0};
+  check_unchanged("COLLX_TUNER_TREE_MAX=0, 8 B", &zero, 2, 2, ncclFuncAllReduce, 8);
+}
+
+/* Tree already ruled out by NCCL (NCCL_ALGO=Ring, or no tree): no change. */
+static void test_tree_ignored(void) {
+  float t[NALGO * NPROTO], orig[NALGO * NPROTO];
+  fill(t);
+  for (int p = 0; p < NPROTO; p++) t[NCCL_ALGO_TREE * NPROTO + p] = NCCL_ALGO_PROTO_IGNORE;
+  memcpy(orig, t, sizeof t);
+  int changed = collx_tune_allreduce(&on, 2, 2, ncclFuncAllReduce, MiB, t, NALGO, NPROTO);
+  CHECK(changed == 0 && same(t, orig, NALGO * NPROTO), "all Tree entries ignored: table changed");
+
+  /* One Tree protocol left (NCCL_PROTO=LL, say) is enough to act on. */
+  fill(t);
+  t[NCCL_ALGO_TREE * NPROTO + NCCL_PROTO_LL128] = NCCL_ALGO_PROTO_IGNORE;
+  t[NCCL_ALGO_TREE * NPROTO + NCCL_PROTO_SIMPLE] = NCCL_ALGO_PROTO_IGNORE;
+  changed = collx_tune_allreduce(&on, 2, 2, ncclFuncAllReduce, MiB, t, NALGO, NPROTO);
+  CHECK(changed == 1 && t[NCCL_ALGO_TREE * NPROTO + NCCL_PROTO_LL] == 10.0f &&
+            t[NCCL_ALGO_RING * NPROTO + NCCL_PROTO_LL] == NCCL_ALGO_PROTO_IGNORE,
+        "one Tree protocol left: policy not applied");
+}
+
+/* Others already ignored: nothing to change, reported as such. */
+static void test_already_tree_only(void) {
+  float t[NALGO * NPROTO];
+  fill(t);
+  for (int i = NPROTO; i < NALGO * NPROTO; i++) t[i] = NCCL_ALGO_PROTO_IGNORE;
+  int changed = collx_tune_allreduce(&on, 2, 2, ncclFuncAllReduce, MiB, t, NALGO, NPROTO);
+  CHECK(changed == 0, "table already Tree-only: reported %d, want 0", changed);
+}
+
+/* Odd shapes: no table, no rows, no columns, a Tree row only, and a wider
+ * table than today's (the policy follows numAlgo/numProto, not 7x3). */
+static void test_shapes(void) {
+  float t[NALGO * NPROTO], orig[NALGO * NPROTO];
+  fill(t);
+  memcpy(orig, t, sizeof t);
+  CHECK(collx_tune_allreduce(&on, 2, 2, ncclFuncAllReduce, MiB, NULL, NALGO, NPROTO) == 0,
+        "NULL table: reported a change");
+  CHECK(collx_tune_allreduce(&on, 2, 2, ncclFuncAllReduce, MiB, t, 0, NPROTO) == 0,
+        "numAlgo 0: reported a change");
+  CHECK(collx_tune_allreduce(&on, 2, 2, ncclFuncAllReduce, MiB, t, -1, NPROTO) == 0,
+        "numAlgo -1: reported a change");
+  CHECK(collx_tune_allreduce(&on, 2, 2, ncclFuncAllReduce, MiB, t, NALGO, 0) == 0,
+        "numProto 0: reported a change");
+  CHECK(collx_tune_allreduce(&on, 2, 2, ncclFuncAllReduce, MiB, t, NALGO, -3) == 0,
+        "numProto -3: reported a change");
+  CHECK(collx_tune_allreduce(&on, 2, 2, ncclFuncAllReduce, MiB, t, 1, NPROTO) == 0,
+        "Tree row only: reported a change");
+  CHECK(same(t, orig, NALGO * NPROTO), "degenerate shapes: table changed");
+
+  /* 8 algorithms x 4 protocols: every non-Tree entry ignored, nothing past. */
+  float wide[8 * 4 + 1];
+  for (int i = 0; i < 8 * 4 + 1; i++) wide[i] = 5.0f + (float)i;
+  int changed = collx_tune_allreduce(&on, 2, 2, ncclFuncAllReduce, MiB, wide, 8, 4);
+  int ok = changed == 1 && wide[8 * 4] == 5.0f + 8 * 4;
+  for (int p = 0; p < 4; p++) ok = ok && wide[p] == 5.0f + (float)p;
+  for (int i = 4; i < 8 * 4; i++) ok = ok && wide[i] == NCCL_ALGO_PROTO_IGNORE;
+  CHECK(ok, "8x4 table: wrong entries rewritten");
+}
+
+static void test_reasons(void) {
+  CHECK(collx_tune_inactive_reason(&on, 2, 2) == NULL, "2 ranks on 2 nodes reported inactive");
+  CHECK(collx_tune_inactive_reason(&on, 16, 16) == NULL, "16 ranks on 16 nodes reported inactive");
+  const char *r = collx_tune_inactive_reason(&off, 2, 2);
+  CHECK(r && strstr(r, "COLLX_TUNER=0"), "COLLX_TUNER=0: reason \"%s\"", r ? r : "(none)");
+  r = collx_tune_inactive_reason(&on, 8, 2);
+  CHECK(r && strstr(r, "rank per node"), "8 ranks on 2 nodes: reason \"%s\"", r ? r : "(none)");
+  struct collx_tune_settings zero = {.enabled = 1, .tree_max = 0};
+  r = collx_tune_inactive_reason(&zero, 2, 2);
+  CHECK(r && strstr(r, "TREE_MAX=0"), "COLLX_TUNER_TREE_MAX=0: reason \"%s\"", r ? r : "(none)");
+  r = collx_tune_inactive_reason(&on, 1, 1);
+  CHECK(r && strstr(r, "one node"), "1 node: reason \"%s\"", r ? r : "(none)");
+}
+
+int main(void) {
+  test_policy();
+  test_tree_ignored();
+  test_already_tree_only();
+  test_shapes();
+  test_reasons();
+  if (failures) {
+    printf("test_tune: %d of %d check(s) failed\n", failures, checks);
+    return 1;
+  }
+  printf("test_tune: all %d checks passed\n", checks);
+  return 0;
+}
