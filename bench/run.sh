@@ -557,11 +557,12 @@ cts_stats() {
           if ($i == "messages,") m += $(i - 1)
           if ($i == "sends" && $(i + 1) == "found") w += $(i - 1)
           if ($i == "eager," && $(i + 1) != "") { e += $(i - 1); x += $(i + 1) }
+          if ($i == "CTS_WANTED") q += $(i - 1)
         }
         c++
       }
-      END { if (c) printf "%s: %d send connections closed, %d sends, %d (%.1f%%) found no CTS at their first isend; %d eager, %d of them before their CTS\n",
-                          n, c, m, w, m ? 100.0 * w / m : 0, e, x }'
+      END { if (c) printf "%s: %d send connections closed, %d sends, %d (%.1f%%) found no CTS at their first isend; %d eager, %d of them before their CTS; %d CTS_WANTED\n",
+                          n, c, m, w, m ? 100.0 * w / m : 0, e, x, q }'
   done
 }
 if [ -f "$RESULTS_DIR/summary.txt" ]; then

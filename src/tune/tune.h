@@ -8,7 +8,7 @@
  * Ring with its LL protocol for all-reduce up to 4 MiB, and Tree (NCCL still
  * choosing the protocol) was as fast or much faster at every size from 8 B
  * to 4 MiB at 2 and 4 ranks; from 8 MiB up NCCL's own choice was as good or
- * better (bench/NOTES.md, attempt 14).
+ * better (bench/NOTES.md, attempt 15).
  */
 #ifndef COLLX_TUNE_TUNE_H
 #define COLLX_TUNE_TUNE_H
