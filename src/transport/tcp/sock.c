@@ -78,8 +78,17 @@ int sock_connect_done(int fd) {
     return -1;
   }
   /* getpeername succeeds only once the handshake has completed. */
-  if (getpeername(fd, (struct sockaddr *)&peer, &plen) == 0) return 1;
-  return errno == ENOTCONN ? 0 : -1;
+  if (getpeername(fd, (struct sockaddr *)&peer, &plen) != 0) return errno == ENOTCONN ? 0 : -1;
+  /* A connect to a closed port of this host can pick that very port as its
+   * own and connect to itself (TCP simultaneous open): it would then read
+   * its own hello back and wait forever.  Nobody was listening: refused. */
+  struct sockaddr_storage self;
+  socklen_t slen = sizeof self;
+  if (getsockname(fd, (struct sockaddr *)&self, &slen) == 0 && slen == plen && !memcmp(&self, &peer, plen)) {
+    errno = ECONNREFUSED;
+    return -1;
+  }
+  return 1;
 }
 
 enum sock_io sock_send_two(int fd, const void *hdr, size_t hlen, const void *payload, size_t plen,
