@@ -14,6 +14,7 @@
 #include "core/device.h"
 #include "topo/topo.h"
 #include "transport/tcp/tcp.h"
+#include "util/launcher.h"
 #include "util/log.h"
 #include "util/params.h"
 
@@ -46,6 +47,18 @@ static int caller_progress_wanted(void) {
   return ncpus < 4;
 }
 
+/* COLLX_LOCAL_RANKS, else what the launcher says: the ranks sharing this
+ * node's cores. */
+static int local_ranks(const char **from) {
+  long set = collx_param_int(COLLX_P_LOCAL_RANKS);
+  if (set > 0) {
+    *from = "COLLX_LOCAL_RANKS";
+    return (int)set;
+  }
+  if (set < 0) COLLX_WARN("COLLX_LOCAL_RANKS=%ld is negative; reading the launcher's environment", set);
+  return collx_launcher_local_ranks(from);
+}
+
 static void configure_transport(void) {
   long ncores = sysconf(_SC_NPROCESSORS_ONLN);
   int fastest = 0;
@@ -53,7 +66,13 @@ static void configure_transport(void) {
     if (devices[i].speed_mbps > fastest) fastest = devices[i].speed_mbps;
   long nstreams = collx_param_int(COLLX_P_NSTREAMS);
   int caller = caller_progress_wanted();
-  if (nstreams <= 0) nstreams = tcp_default_nstreams(fastest, (int)ncores);
+  if (nstreams <= 0) {
+    const char *from = NULL;
+    int ranks = local_ranks(&from);
+    nstreams = tcp_default_nstreams(fastest, (int)ncores, ranks);
+    COLLX_INFO(COLLX_LOG_INIT, "%ld streams per connection chosen for %d Mbps, %ld cores, %d rank(s) on this node (%s)",
+               nstreams, fastest, ncores, ranks, from ? from : "no launcher variable set");
+  }
   if (nstreams > 16) {
     COLLX_WARN("COLLX_NSTREAMS=%ld is more than 16; using 16", nstreams);
     nstreams = 16;

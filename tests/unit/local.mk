@@ -28,3 +28,16 @@ tests_unit_test_tune_SOURCES = tests/unit/test_tune.c
 tests_unit_test_tune_LDADD = libcollx-core.la
 tests_unit_test_tuner_plugin_SOURCES = tests/unit/test_tuner_plugin.c
 tests_unit_test_tuner_plugin_LDADD = -ldl
+
+# test_nstreams: the stream count COLLX_NSTREAMS=0 picks, and the launcher
+# variables that say how many ranks share the node.
+check_PROGRAMS += tests/unit/test_nstreams
+TESTS += tests/unit/test_nstreams
+tests_unit_test_nstreams_SOURCES = tests/unit/test_nstreams.c
+tests_unit_test_nstreams_LDADD = libcollx-core.la
+
+# test_sock: a connect that lands on itself counts as refused.
+check_PROGRAMS += tests/unit/test_sock
+TESTS += tests/unit/test_sock
+tests_unit_test_sock_SOURCES = tests/unit/test_sock.c
+tests_unit_test_sock_LDADD = libcollx-core.la

@@ -34,8 +34,9 @@ void tcp_set_eager_size(size_t bytes);
  * every request of the comm. */
 void tcp_set_caller_progress(int on);
 int tcp_caller_progress(void);
-/* Streams per connection when COLLX_NSTREAMS is 0. */
-int tcp_default_nstreams(int speed_mbps, int ncores);
+/* Streams per connection when COLLX_NSTREAMS is 0, for a link of
+ * speed_mbps on a node of ncores shared by local_ranks ranks. */
+int tcp_default_nstreams(int speed_mbps, int ncores, int local_ranks);
 
 ncclResult_t tcp_listen(const struct collx_device *dev, int dev_index, struct collx_handle *h,
                         struct tcp_listen **out);

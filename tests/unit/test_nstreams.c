@@ -1,0 +1,79 @@
+/* The stream count COLLX_NSTREAMS=0 picks, and the launcher variables that
+ * say how many ranks share the node's cores. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport/tcp/tcp.h"
+#include "util/launcher.h"
+
+static int failures;
+#define CHECK(cond, ...)                          \
+  do {                                            \
+    if (!(cond)) {                                \
+      failures++;                                 \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+      printf(__VA_ARGS__);                        \
+      printf("\n");                               \
+    }                                             \
+  } while (0)
+
+static void expect_streams(int mbps, int cores, int ranks, int want) {
+  int got = tcp_default_nstreams(mbps, cores, ranks);
+  CHECK(got == want, "%d Mbps, %d cores, %d ranks: %d streams, expected %d", mbps, cores, ranks, got, want);
+}
+
+static const char *const vars[] = {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                                   "SLURM_NTASKS_PER_NODE"};
+
+static void clear_vars(void) {
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
+}
+
+static void expect_ranks(const char *var, const char *value, int want, const char *want_from) {
+  clear_vars();
+  if (var) setenv(var, value, 1);
+  const char *from = "unset";
+  int got = collx_launcher_local_ranks(&from);
+  CHECK(got == want, "%s=%s: %d ranks, expected %d", var ? var : "(none)", value ? value : "", got, want);
+  if (want_from)
+    CHECK(from && !strcmp(from, want_from), "%s=%s: read from %s, expected %s", var, value, from ? from : "NULL",
+          want_from);
+  else
+    CHECK(from == NULL, "%s=%s: claims to have read %s", var ? var : "(none)", value ? value : "", from);
+}
+
+int main(void) {
+  /* The measured host: 400 Gb/s loopback, 16 cores (bench/NOTES.md 4, 17). */
+  expect_streams(400000, 16, 1, 4);
+  expect_streams(400000, 16, 2, 4);
+  expect_streams(400000, 16, 4, 2);
+  expect_streams(400000, 16, 16, 2); /* never below two */
+  expect_streams(400000, 16, 0, 4);  /* nonsense counts as one rank */
+  /* A large node: 8 ranks on 128 cores keep one stream per 100 Gb/s. */
+  expect_streams(400000, 128, 8, 4);
+  expect_streams(800000, 128, 1, 8);
+  expect_streams(1600000, 128, 1, 8); /* at most eight */
+  expect_streams(10000, 2, 1, 2);
+  expect_streams(200000, 8, 2, 2);
+
+  expect_ranks(NULL, NULL, 1, NULL);
+  expect_ranks("OMPI_COMM_WORLD_LOCAL_SIZE", "4", 4, "OMPI_COMM_WORLD_LOCAL_SIZE");
+  expect_ranks("LOCAL_WORLD_SIZE", "8", 8, "LOCAL_WORLD_SIZE");
+  expect_ranks("MPI_LOCALNRANKS", "2", 2, "MPI_LOCALNRANKS");
+  expect_ranks("SLURM_NTASKS_PER_NODE", "4(x2)", 4, "SLURM_NTASKS_PER_NODE");
+  expect_ranks("OMPI_COMM_WORLD_LOCAL_SIZE", "0", 1, NULL);
+  expect_ranks("OMPI_COMM_WORLD_LOCAL_SIZE", "four", 1, NULL);
+  expect_ranks("OMPI_COMM_WORLD_LOCAL_SIZE", "4x", 1, NULL);
+  expect_ranks("OMPI_COMM_WORLD_LOCAL_SIZE", "-3", 1, NULL);
+  /* The first variable of the list that is set wins. */
+  clear_vars();
+  setenv("LOCAL_WORLD_SIZE", "2", 1);
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "6", 1);
+  CHECK(collx_launcher_local_ranks(NULL) == 2, "LOCAL_WORLD_SIZE should win over OMPI_COMM_WORLD_LOCAL_SIZE");
+  clear_vars();
+
+  if (failures) printf("%d check(s) failed\n", failures);
+  else printf("PASS: stream counts and launcher rank counts\n");
+  return failures ? 1 : 0;
+}
