@@ -173,7 +173,8 @@ static size_t ctrl_tx_held(const struct tcp_comm *c) {
   return (c->ctrl_tx_len - c->ctrl_tx_done) / sizeof(struct wire_ctrl);
 }
 
-/* Whether a receive comm writes its CTS records now or holds them back. */
+/* Whether a receive comm writes its CTS records now or holds them back.
+ * Caller holds ctrl_tx_lock. */
 static int cts_due(struct tcp_comm *c) {
   return atomic_load(&c->cts_prompt) > 0 || ctrl_tx_held(c) >= TCP_CTS_BATCH;
 }
@@ -211,7 +212,14 @@ ncclResult_t tcp_ctrl_send_cts(struct tcp_comm *c, const struct tcp_req *r) {
 }
 
 void tcp_ctrl_pump_due(struct tcp_comm *c) {
-  if (atomic_exchange(&c->cts_wanted, 0) || cts_due(c)) tcp_ctrl_pump(c);
+  int wanted = atomic_exchange(&c->cts_wanted, 0);
+  if (pthread_mutex_trylock(&c->ctrl_tx_lock) != 0) {
+    /* The holder may be queueing a CTS it holds back: ask again later. */
+    if (wanted) atomic_store(&c->cts_wanted, 1);
+    return;
+  }
+  if (wanted || cts_due(c)) ctrl_flush(c);
+  pthread_mutex_unlock(&c->ctrl_tx_lock);
 }
 
 /* The receiver reads this in its eager lane, behind the messages sent
