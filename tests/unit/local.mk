@@ -41,3 +41,4 @@ check_PROGRAMS += tests/unit/test_sock
 TESTS += tests/unit/test_sock
 tests_unit_test_sock_SOURCES = tests/unit/test_sock.c
 tests_unit_test_sock_LDADD = libcollx-core.la
+EXTRA_DIST += tests/common/check.h

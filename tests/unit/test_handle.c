@@ -5,17 +5,7 @@
 #include <string.h>
 
 #include "core/handle.h"
-
-static int failures;
-#define CHECK(cond, ...)                                  \
-  do {                                                    \
-    if (!(cond)) {                                        \
-      failures++;                                         \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);         \
-      printf(__VA_ARGS__);                                \
-      printf("\n");                                       \
-    }                                                     \
-  } while (0)
+#include "../common/check.h"
 
 static void test_ipv4_round_trip(void) {
   struct sockaddr_storage in = {0}, out;

@@ -6,17 +6,7 @@
 
 #include "transport/tcp/tcp.h"
 #include "util/launcher.h"
-
-static int failures;
-#define CHECK(cond, ...)                          \
-  do {                                            \
-    if (!(cond)) {                                \
-      failures++;                                 \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                        \
-      printf("\n");                               \
-    }                                             \
-  } while (0)
+#include "../common/check.h"
 
 static void expect_streams(int mbps, int cores, int ranks, int want) {
   int got = tcp_default_nstreams(mbps, cores, ranks);

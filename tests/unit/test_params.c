@@ -10,18 +10,7 @@
 
 #include "util/log.h"
 #include "util/params.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                          \
-  do {                                            \
-    if (!(cond)) {                                \
-      printf("FAIL line %d: ", __LINE__);         \
-      printf(__VA_ARGS__);                        \
-      printf("\n");                               \
-      failures++;                                 \
-    }                                             \
-  } while (0)
+#include "../common/check.h"
 
 /* The table expanded here independently of params.c, so a variable the
  * registry dropped or misnamed is caught. */

@@ -3,17 +3,7 @@
 #include <stdio.h>
 
 #include "transport/tcp/stripe.h"
-
-static int failures;
-#define CHECK(cond, ...)                                  \
-  do {                                                    \
-    if (!(cond)) {                                        \
-      failures++;                                         \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);         \
-      printf(__VA_ARGS__);                                \
-      printf("\n");                                       \
-    }                                                     \
-  } while (0)
+#include "../common/check.h"
 
 static void check_cover(size_t size, int nstreams, size_t max_piece) {
   size_t piece = collx_stripe_piece(size, nstreams, max_piece);

@@ -8,19 +8,7 @@
 
 #include "collx/tuner_abi.h"
 #include "tune/tune.h"
-
-static int failures, checks;
-
-#define CHECK(cond, ...)                          \
-  do {                                            \
-    checks++;                                     \
-    if (!(cond)) {                                \
-      printf("FAIL line %d: ", __LINE__);         \
-      printf(__VA_ARGS__);                        \
-      printf("\n");                               \
-      failures++;                                 \
-    }                                             \
-  } while (0)
+#include "../common/check.h"
 
 #define NALGO 7
 #define NPROTO 3

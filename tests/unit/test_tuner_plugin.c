@@ -10,23 +10,12 @@
 #include <string.h>
 
 #include "collx/tuner_abi.h"
+#include "../common/check.h"
 
 #define NALGO 7
 #define NPROTO 3
 
-static int failures, checks;
 static char last_info[1024];
-
-#define CHECK(cond, ...)                          \
-  do {                                            \
-    checks++;                                     \
-    if (!(cond)) {                                \
-      printf("FAIL line %d: ", __LINE__);         \
-      printf(__VA_ARGS__);                        \
-      printf("\n");                               \
-      failures++;                                 \
-    }                                             \
-  } while (0)
 
 /* Keeps the tuner's INFO line for the checks below. */
 static void logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
