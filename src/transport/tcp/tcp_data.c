@@ -621,17 +621,23 @@ ncclResult_t tcp_test(struct tcp_req *r, int *done, size_t *sizes) {
     return ncclInvalidArgument;
   }
   /* CTS records the socket did not take at irecv go out now, done or not,
-   * unless the receiver is holding them back (TCP_CTS_BATCH).
+   * unless the receiver is holding them back (TCP_CTS_BATCH); a receive
+   * that reads the control socket leaves that to tcp_ctrl_drain, which
+   * writes what is due after reading.
    * Small messages travel on the control socket, which the caller reads and
    * writes itself.
    * Other receives are read by the stream threads, and with
    * COLLX_INLINE_RECV also by a caller polling test(), which then needs no
    * thread wake-up; a small send still queued (its stream was busy) can be
    * pushed by the caller. */
-  if (c->magic == TCP_MAGIC_RECV) tcp_ctrl_pump_due(c);
+  if (c->magic == TCP_MAGIC_RECV) {
+    if (!req_is_done(r) && !recv_in_bulk(r))
+      tcp_ctrl_drain(c);
+    else
+      tcp_ctrl_pump_due(c);
+  }
   if (!req_is_done(r)) {
     if (r->eager) tcp_ctrl_pump(c);
-    if (c->magic == TCP_MAGIC_RECV && !recv_in_bulk(r)) tcp_ctrl_drain(c);
     if (c->magic == TCP_MAGIC_RECV && tcp_peer_finished(c))
       tcp_comm_fail(c, ncclRemoteError, "connection closed by peer");
     if (caller_progress) {
