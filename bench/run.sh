@@ -561,14 +561,8 @@ cts_stats() {
         }
         c++
       }
-      /NET\/collx : receive connection from .* closed:/ {
-        for (i = 1; i <= NF; i++) {
-          if ($i == "receives" && $(i + 1) == "completed,") rm += $(i - 1)
-          if ($i == "small" && $(i + 1) == "messages" && $(i + 3) == "by") rp += $(i - 1)
-        }
-      }
-      END { if (c) printf "%s: %d send connections closed, %d sends, %d (%.1f%%) found no CTS at their first isend; %d eager, %d of them before their CTS; %d CTS_WANTED; %d receives, %d small messages read by the poller\n",
-                          n, c, m, w, m ? 100.0 * w / m : 0, e, x, q, rm, rp }'
+      END { if (c) printf "%s: %d send connections closed, %d sends, %d (%.1f%%) found no CTS at their first isend; %d eager, %d of them before their CTS; %d CTS_WANTED\n",
+                          n, c, m, w, m ? 100.0 * w / m : 0, e, x, q }'
   done
 }
 if [ -f "$RESULTS_DIR/summary.txt" ]; then

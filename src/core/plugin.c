@@ -59,17 +59,6 @@ static int local_ranks(const char **from) {
   return collx_launcher_local_ranks(from);
 }
 
-/* COLLX_POLLER: auto watches when each rank can count on 4 cores (its
- * proxy thread, the poller, stream threads) and stream threads do the I/O. */
-static int poller_wanted(int caller, long ncores, int ranks) {
-  const char *mode = collx_param_str(COLLX_P_POLLER);
-  if (mode && !strcmp(mode, "on")) return 1;
-  if (mode && !strcmp(mode, "off")) return 0;
-  if (mode && *mode && strcmp(mode, "auto"))
-    COLLX_WARN("COLLX_POLLER=%s is not on, off or auto; using auto", mode);
-  return !caller && ncores / (ranks > 0 ? ranks : 1) >= 4;
-}
-
 static void configure_transport(void) {
   long ncores = sysconf(_SC_NPROCESSORS_ONLN);
   int fastest = 0;
@@ -77,9 +66,9 @@ static void configure_transport(void) {
     if (devices[i].speed_mbps > fastest) fastest = devices[i].speed_mbps;
   long nstreams = collx_param_int(COLLX_P_NSTREAMS);
   int caller = caller_progress_wanted();
-  const char *from = NULL;
-  int ranks = local_ranks(&from);
   if (nstreams <= 0) {
+    const char *from = NULL;
+    int ranks = local_ranks(&from);
     nstreams = tcp_default_nstreams(fastest, (int)ncores, ranks);
     COLLX_INFO(COLLX_LOG_INIT, "%ld streams per connection chosen for %d Mbps, %ld cores, %d rank(s) on this node (%s)",
                nstreams, fastest, ncores, ranks, from ? from : "no launcher variable set");
@@ -109,14 +98,9 @@ static void configure_transport(void) {
   }
   tcp_set_eager_size((size_t)eager);
   tcp_set_caller_progress(caller);
-  int poller = poller_wanted(caller, ncores, ranks);
-  tcp_set_poller(poller);
   collx_topo_set_streams((int)nstreams); /* the pin layout follows the real count */
   COLLX_INFO(COLLX_LOG_INIT, "%ld streams per connection, pieces up to %ld bytes, %s", nstreams, piece,
              caller ? "I/O by the caller of isend/irecv/test (COLLX_PROGRESS)" : "a thread per stream");
-  COLLX_INFO(COLLX_LOG_INIT, "poller thread %s (COLLX_POLLER)",
-             poller ? "reads the receive connections' control sockets while small messages flow"
-                    : "off: test() reads the control sockets");
   if (!caller && spin > 0) COLLX_INFO(COLLX_LOG_INIT, "stream threads spin %ld us after data", spin);
 }
 

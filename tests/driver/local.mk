@@ -5,7 +5,6 @@ check_PROGRAMS += tests/driver/conformance
 tests_driver_conformance_SOURCES = tests/driver/conformance.c tests/common/proc.h
 tests_driver_conformance_LDADD = -ldl -lpthread
 # Every case runs with stream threads, with the caller doing the I/O
-# (COLLX_PROGRESS=caller), with COLLX_INLINE_RECV=1, and with the poller
-# (COLLX_POLLER=on).
-TESTS += tests/driver/conformance-threads.sh tests/driver/conformance-caller.sh tests/driver/conformance-inline.sh tests/driver/conformance-poller.sh
-EXTRA_DIST += tests/driver/conformance-threads.sh tests/driver/conformance-caller.sh tests/driver/conformance-inline.sh tests/driver/conformance-poller.sh
+# (COLLX_PROGRESS=caller), and with COLLX_INLINE_RECV=1.
+TESTS += tests/driver/conformance-threads.sh tests/driver/conformance-caller.sh tests/driver/conformance-inline.sh
+EXTRA_DIST += tests/driver/conformance-threads.sh tests/driver/conformance-caller.sh tests/driver/conformance-inline.sh

@@ -34,9 +34,6 @@ void tcp_set_eager_size(size_t bytes);
  * every request of the comm. */
 void tcp_set_caller_progress(int on);
 int tcp_caller_progress(void);
-/* COLLX_POLLER: a thread reads the receive comms' control sockets while
- * small messages flow (tcp_poller.c). */
-void tcp_set_poller(int on);
 /* Streams per connection when COLLX_NSTREAMS is 0, for a link of
  * speed_mbps on a node of ncores shared by local_ranks ranks. */
 int tcp_default_nstreams(int speed_mbps, int ncores, int local_ranks);

@@ -147,7 +147,7 @@ int tcp_peer_finished(struct tcp_comm *c) {
   if (atomic_load(&c->streams_eof) != c->nstreams) return 0;
   if (atomic_load(&c->ctrl_eof)) return 1;
   /* The lane waits for a receive that is still not posted.  If one was
-   * posted since, the reader (perhaps another thread, right now) has not
+   * posted since, the reader (perhaps the watchdog, right now) has not
    * looked again yet: that is no verdict. */
   return atomic_load(&c->lane_blocked) && atomic_load(&c->lane_wait_seq) == atomic_load(&c->recv_seq);
 }

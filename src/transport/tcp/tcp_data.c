@@ -587,10 +587,8 @@ ncclResult_t tcp_irecv(struct tcp_comm *c, int n, void **data, const size_t *siz
   ncclResult_t res = tcp_ctrl_send_cts(c, r);
   if (res != ncclSuccess) return res;
   *out = r;
-  tcp_poller_kick(c);
-  /* An early message for this receive may be waiting on the control socket
-   * (or staged, with the lane blocked: then the poller does not see it). */
-  if (!tcp_poller_covers(c)) tcp_ctrl_drain(c);
+  /* An early message for this receive may be waiting on the control socket. */
+  tcp_ctrl_drain(c);
   return ncclSuccess;
 }
 
@@ -625,15 +623,14 @@ ncclResult_t tcp_test(struct tcp_req *r, int *done, size_t *sizes) {
   /* CTS records the socket did not take at irecv go out now, done or not,
    * unless the receiver is holding them back (TCP_CTS_BATCH); a receive
    * that reads the control socket leaves that to tcp_ctrl_drain, which
-   * writes what is due after reading; while the poller reads the socket
-   * (tcp_poller.c), a test() of a receive does neither.
+   * writes what is due after reading.
    * Small messages travel on the control socket, which the caller reads and
    * writes itself.
    * Other receives are read by the stream threads, and with
    * COLLX_INLINE_RECV also by a caller polling test(), which then needs no
    * thread wake-up; a small send still queued (its stream was busy) can be
    * pushed by the caller. */
-  if (c->magic == TCP_MAGIC_RECV && !tcp_poller_covers(c)) {
+  if (c->magic == TCP_MAGIC_RECV) {
     if (!req_is_done(r) && !recv_in_bulk(r))
       tcp_ctrl_drain(c);
     else
@@ -751,7 +748,6 @@ ncclResult_t tcp_comm_start(int is_send, int dev, const char *devname, const cha
     return ncclSystemError;
   }
   c->watched = 1;
-  if (!is_send && tcp_poller_enabled()) tcp_poller_add(c); /* without it, test() reads */
   *out = c;
   return ncclSuccess;
 }
@@ -772,16 +768,14 @@ static void log_stats(const struct tcp_comm *c) {
                (unsigned long long)c->stats.isend_retries, (unsigned long long)c->stats.eager,
                (unsigned long long)c->stats.early, (unsigned long long)c->stats.cts_wanted);
   else
-    COLLX_INFO(COLLX_LOG_NET, "receive connection from %s on device %s closed: %llu receives completed, %llu bytes; "
-               "%llu small messages read by the poller",
+    COLLX_INFO(COLLX_LOG_NET, "receive connection from %s on device %s closed: %llu receives completed, %llu bytes",
                c->peer, c->devname, (unsigned long long)c->stats.messages,
-               (unsigned long long)c->stats.bytes, (unsigned long long)atomic_load(&c->by_poller));
+               (unsigned long long)c->stats.bytes);
 }
 
 void tcp_comm_close(struct tcp_comm *c) {
   if (c->magic == TCP_MAGIC_SEND || c->magic == TCP_MAGIC_RECV) log_stats(c);
   if (c->watched) tcp_watchdog_remove(c);
-  tcp_poller_remove(c);
   atomic_store(&c->stop, 1);
   /* Wake every thread: blocked in poll (shutdown makes the fd ready) or
    * waiting for work.  Nothing waits on the peer. */

@@ -183,7 +183,6 @@ static int lane_start(struct tcp_comm *c, const struct wire_eager *h) {
 static void lane_finish(struct tcp_comm *c) {
   if (!c->lane_rx_discard)
     tcp_entry_account(c->lane_rx_req, c->lane_rx_hdr.idx, c->lane_rx_hdr.size);
-  if (tcp_on_poller) atomic_fetch_add_explicit(&c->by_poller, 1, memory_order_relaxed);
   c->lane_rx_active = 0;
   c->lane_rx_req = NULL;
 }

@@ -178,8 +178,6 @@ struct tcp_comm {
   _Atomic double last_heard;  /* any record from the peer */
   struct collx_list wd_node;
   int watched;                /* registered with the watchdog */
-  int polled;                 /* receive comm watched by the poller (caller's thread) */
-  _Atomic uint64_t by_poller; /* eager messages the poller finished reading */
   struct tcp_cts_slot cts[TCP_SEQ_SLOTS];
   uint32_t send_seq;          /* CTS being filled */
   size_t max_piece;
@@ -246,17 +244,6 @@ double tcp_now(void);
 /* CLOCK_REALTIME `seconds` from now, for pthread_cond_timedwait. */
 struct timespec;
 void tcp_realtime_in(struct timespec *ts, double seconds);
-
-/* The poller (tcp_poller.c): a thread that reads receive comms' control
- * sockets while small messages flow. */
-int tcp_poller_enabled(void);
-extern _Thread_local int tcp_on_poller; /* set on the poller's thread */
-int tcp_poller_add(struct tcp_comm *c);
-void tcp_poller_remove(struct tcp_comm *c);
-/* The poller is reading c's control socket now: test() need not. */
-int tcp_poller_covers(struct tcp_comm *c);
-/* A receive was posted on c: wake the poller if c carries small traffic. */
-void tcp_poller_kick(struct tcp_comm *c);
 
 /* Shared by the data path and the eager path (tcp_data.c). */
 void tcp_entry_account(struct tcp_req *r, int idx, uint64_t len);
