@@ -2,4 +2,4 @@
 # transport).  Nothing here is built by `make`: bench/run.sh builds and runs
 # it on a machine with a GPU, NCCL and MPI.  `make dist` ships the sources so
 # that the tarball alone is enough there.
-EXTRA_DIST += bench/allreduce.c bench/run.sh bench/plot.py bench/README.md bench/NOTES.md bench/sweep.sh
+EXTRA_DIST += bench/allreduce.c bench/run.sh bench/plot.py bench/README.md bench/NOTES.md bench/sweep.sh bench/timeline.py

@@ -20,6 +20,7 @@
 #include "sock.h"
 #include "tcp_internal.h"
 #include "util/log.h"
+#include "util/timeline.h"
 
 #define HEARTBEAT_INTERVAL_S 1.0
 #define WATCHDOG_TICK_MS 200
@@ -97,6 +98,7 @@ static enum sock_io lane_write(struct tcp_comm *c) {
   enum sock_io io = sock_send_two(c->ctrl_fd, &r->eager_hdr, sizeof r->eager_hdr, r->data, r->size,
                                   &c->lane_done);
   if (io == SOCK_IO_DONE) {
+    COLLX_TL(COLLX_TL_WRITTEN, c->tl_key, ++c->tl_lane_tx);
     atomic_store_explicit(&r->pieces_done, 1, memory_order_release);
     c->lane_req = NULL;
   }

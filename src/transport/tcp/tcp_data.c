@@ -20,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -30,6 +32,7 @@
 #include "tcp_internal.h"
 #include "topo/topo.h"
 #include "util/log.h"
+#include "util/timeline.h"
 
 atomic_int tcp_live_threads;
 
@@ -584,6 +587,7 @@ ncclResult_t tcp_irecv(struct tcp_comm *c, int n, void **data, const size_t *siz
   }
   atomic_store_explicit(&c->by_seq[seq % TCP_SEQ_SLOTS], r, memory_order_release);
   atomic_store(&c->recv_seq, seq + 1);
+  COLLX_TL(COLLX_TL_IRECV, c->tl_key, seq + 1);
   ncclResult_t res = tcp_ctrl_send_cts(c, r);
   if (res != ncclSuccess) return res;
   *out = r;
@@ -649,6 +653,7 @@ ncclResult_t tcp_test(struct tcp_req *r, int *done, size_t *sizes) {
     }
   }
   if (req_is_done(r)) {
+    if (c->magic == TCP_MAGIC_RECV) COLLX_TL(COLLX_TL_DONE, c->tl_key, r->seq + 1);
     ncclResult_t res = (ncclResult_t)atomic_load(&r->error);
     if (sizes) {
       if (c->magic == TCP_MAGIC_SEND)
@@ -680,6 +685,23 @@ static void close_fds(int ctrl_fd, int n, const int *fds) {
     if (fds[i] >= 0) close(fds[i]);
 }
 
+/* The connecting (sending) side's port of the control socket: both ends
+ * know it, so a timeline pairs a send with its receive. */
+static uint32_t timeline_key(int fd, int is_send) {
+#ifdef COLLX_TIMELINE
+  struct sockaddr_storage a;
+  socklen_t len = sizeof a;
+  if ((is_send ? getsockname(fd, (struct sockaddr *)&a, &len) : getpeername(fd, (struct sockaddr *)&a, &len)) != 0)
+    return 0;
+  return a.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&a)->sin6_port)
+                                 : ntohs(((struct sockaddr_in *)&a)->sin_port);
+#else
+  (void)fd;
+  (void)is_send;
+  return 0;
+#endif
+}
+
 ncclResult_t tcp_comm_start(int is_send, int dev, const char *devname, const char *peer,
                             int ctrl_fd, int nstreams, const int *stream_fds,
                             size_t max_piece, struct tcp_comm **out) {
@@ -701,6 +723,7 @@ ncclResult_t tcp_comm_start(int is_send, int dev, const char *devname, const cha
   snprintf(c->devname, sizeof c->devname, "%s", devname);
   snprintf(c->peer, sizeof c->peer, "%s", peer);
   c->ctrl_fd = ctrl_fd;
+  c->tl_key = timeline_key(ctrl_fd, is_send);
   c->nstreams = nstreams;
   c->max_piece = max_piece;
   /* Until the traffic shows its sizes, every CTS goes out at once. */

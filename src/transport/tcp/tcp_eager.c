@@ -32,6 +32,7 @@
 #include "sock.h"
 #include "tcp_internal.h"
 #include "util/log.h"
+#include "util/timeline.h"
 
 _Static_assert(TCP_EAGER_SIZE_MAX <= WIRE_EAGER_MAX, "a receiver accepts what a sender may send");
 
@@ -97,6 +98,7 @@ void tcp_eager_post(struct tcp_comm *c, struct tcp_req *r, int tag, int matched)
     c->stats.early++;
   }
   c->stats.eager++;
+  COLLX_TL(COLLX_TL_ISEND, c->tl_key, (uint32_t)c->stats.eager);
   r->eager = 1;
   r->npieces = 1;
   atomic_store(&r->pieces_done, 0);
@@ -181,6 +183,7 @@ static int lane_start(struct tcp_comm *c, const struct wire_eager *h) {
 }
 
 static void lane_finish(struct tcp_comm *c) {
+  COLLX_TL(COLLX_TL_LANDED, c->tl_key, ++c->tl_lane_rx);
   if (!c->lane_rx_discard)
     tcp_entry_account(c->lane_rx_req, c->lane_rx_hdr.idx, c->lane_rx_hdr.size);
   c->lane_rx_active = 0;

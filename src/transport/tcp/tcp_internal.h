@@ -178,6 +178,9 @@ struct tcp_comm {
   _Atomic double last_heard;  /* any record from the peer */
   struct collx_list wd_node;
   int watched;                /* registered with the watchdog */
+  /* COLLX_TIMELINE builds (util/timeline.h): the connection's key, and
+   * eager messages written (sender) or landed (receiver) so far */
+  uint32_t tl_key, tl_lane_tx, tl_lane_rx;
   struct tcp_cts_slot cts[TCP_SEQ_SLOTS];
   uint32_t send_seq;          /* CTS being filled */
   size_t max_piece;
