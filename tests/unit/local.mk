@@ -42,3 +42,10 @@ TESTS += tests/unit/test_sock
 tests_unit_test_sock_SOURCES = tests/unit/test_sock.c
 tests_unit_test_sock_LDADD = libcollx-core.la
 EXTRA_DIST += tests/common/check.h
+
+# test_timeline: the message timeline that -DCOLLX_TIMELINE builds record
+# (src/util/timeline.c, built here with the flag on).
+check_PROGRAMS += tests/unit/test_timeline
+TESTS += tests/unit/test_timeline
+tests_unit_test_timeline_SOURCES = tests/unit/test_timeline.c src/util/timeline.c
+tests_unit_test_timeline_CPPFLAGS = $(AM_CPPFLAGS) -DCOLLX_TIMELINE
