@@ -16,12 +16,17 @@ Printed, in microseconds (median, 10th and 90th percentile, count):
   to-done     landed to test() reporting the receive complete
   turnaround  a receive reported complete to the next isend of the same
               process: what NCCL and the GPU take to send on what arrived
+Then, per pair of consecutive events of one process (the first tenth of
+each process's events, the warm-up, left out), how long it took from one to
+the next: irecv -> irecv-end is what an irecv call costs, for example.
 """
 import glob
 import os
 import sys
 
-ISEND, WRITTEN, IRECV, LANDED, DONE = 1, 2, 3, 4, 5
+ISEND, WRITTEN, IRECV, LANDED, DONE, IRECV_END = 1, 2, 3, 4, 5, 6
+NAMES = {ISEND: "isend", WRITTEN: "written", IRECV: "irecv", LANDED: "landed", DONE: "done",
+         IRECV_END: "irecv-end"}
 
 
 def load(directory):
@@ -67,12 +72,21 @@ def turnarounds(procs):
     return out
 
 
+def transitions(procs):
+    out = {}
+    for rows in procs.values():
+        rows = rows[len(rows) // 10:]
+        for a, b in zip(rows, rows[1:]):
+            out.setdefault((a[1], b[1]), []).append((b[0] - a[0]) / 1e3)
+    return sorted(out.items(), key=lambda kv: -len(kv[1]))
+
+
 def summary(name, xs):
     if not xs:
-        return f"{name:<11} no samples"
+        return f"{name:<24} no samples"
     xs = sorted(xs)
     q = lambda p: xs[min(len(xs) - 1, int(p * len(xs)))]
-    return f"{name:<11} median {q(0.5):8.2f}  p10 {q(0.1):8.2f}  p90 {q(0.9):8.2f}  ({len(xs)})"
+    return f"{name:<24} median {q(0.5):8.2f}  p10 {q(0.1):8.2f}  p90 {q(0.9):8.2f}  ({len(xs)})"
 
 
 def main():
@@ -91,6 +105,9 @@ def main():
     print(summary("to-land", spans(written, landed)))
     print(summary("to-done", spans(landed, done)))
     print(summary("turnaround", turnarounds(procs)))
+    print("from one event of a process to its next:")
+    for (a, b), xs in transitions(procs)[:12]:
+        print(summary(f"  {NAMES.get(a, a)} -> {NAMES.get(b, b)}", xs))
 
 
 if __name__ == "__main__":

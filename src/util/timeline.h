@@ -20,6 +20,7 @@ enum collx_tl_kind {
   COLLX_TL_IRECV,      /* irecv posted (n: receive on this comm) */
   COLLX_TL_LANDED,     /* an eager message's last byte is in its buffer (n: eager message) */
   COLLX_TL_DONE,       /* test() reported a receive complete (n: receive) */
+  COLLX_TL_IRECV_END,  /* irecv returns (n: receive) */
 };
 
 #ifdef COLLX_TIMELINE

@@ -591,8 +591,13 @@ ncclResult_t tcp_irecv(struct tcp_comm *c, int n, void **data, const size_t *siz
   ncclResult_t res = tcp_ctrl_send_cts(c, r);
   if (res != ncclSuccess) return res;
   *out = r;
-  /* An early message for this receive may be waiting on the control socket. */
-  tcp_ctrl_drain(c);
+  /* An early message for this receive may already be staged, its lane
+   * blocked until now: start it.  What is still in the socket is read by
+   * the first test() (irecv used to read the socket every time: a recv()
+   * that, with receives posted ahead as NCCL does, nearly always found
+   * nothing; bench/NOTES.md attempt 22). */
+  if (atomic_load(&c->lane_blocked)) tcp_ctrl_drain(c);
+  COLLX_TL(COLLX_TL_IRECV_END, c->tl_key, seq + 1);
   return ncclSuccess;
 }
 
