@@ -37,15 +37,16 @@ void tcp_configure(const struct tcp_config *cfg) {
 int tcp_default_nstreams(int speed_mbps, int ncores, int local_ranks) {
   /* About one stream per 100 Gb/s of link, at least two (a lost segment on
    * one stream then stalls only part of a message), and at most eight and
-   * half the cores each rank of the node can count on: each stream has a
-   * thread on each side.  Measured on an H200 host over loopback
-   * (bench/NOTES.md, attempts 4 and 17): at 2 ranks on 16 cores 4 streams
-   * beat 2 and 8; at 4 ranks 2 streams beat 4 by 10-25% at 16 MiB. */
+   * three quarters of the cores each rank of the node can count on: each
+   * stream has a thread on each side.  Measured on an H200 host over
+   * loopback (bench/NOTES.md, attempts 4, 17 and 23): at 2 ranks on 16 cores
+   * 4 streams beat 2 and 8; at 4 ranks 2 streams beat 4 by 10-25% at
+   * 16 MiB, and 3 beat 2 by 4-20% at 16-128 MiB. */
   if (local_ranks < 1) local_ranks = 1;
   int want = speed_mbps / 100000;
   if (want < 2) want = 2;
   int share = ncores / local_ranks;
-  int cap = share / 2 > 2 ? share / 2 : 2;
+  int cap = share * 3 / 4 > 2 ? share * 3 / 4 : 2;
   if (want > cap) want = cap;
   if (want > 8) want = 8;
   return want;
