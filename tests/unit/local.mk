@@ -49,3 +49,9 @@ check_PROGRAMS += tests/unit/test_timeline
 TESTS += tests/unit/test_timeline
 tests_unit_test_timeline_SOURCES = tests/unit/test_timeline.c src/util/timeline.c
 tests_unit_test_timeline_CPPFLAGS = $(AM_CPPFLAGS) -DCOLLX_TIMELINE
+
+# test_peer_finished: when a closed peer fails a posted receive.
+check_PROGRAMS += tests/unit/test_peer_finished
+TESTS += tests/unit/test_peer_finished
+tests_unit_test_peer_finished_SOURCES = tests/unit/test_peer_finished.c
+tests_unit_test_peer_finished_LDADD = libcollx-core.la
