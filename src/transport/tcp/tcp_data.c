@@ -20,8 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -698,8 +696,7 @@ static uint32_t timeline_key(int fd, int is_send) {
   socklen_t len = sizeof a;
   if ((is_send ? getsockname(fd, (struct sockaddr *)&a, &len) : getpeername(fd, (struct sockaddr *)&a, &len)) != 0)
     return 0;
-  return a.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&a)->sin6_port)
-                                 : ntohs(((struct sockaddr_in *)&a)->sin_port);
+  return (uint32_t)sock_port(&a);
 #else
   (void)fd;
   (void)is_send;

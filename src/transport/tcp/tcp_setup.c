@@ -41,7 +41,8 @@ int tcp_default_nstreams(int speed_mbps, int ncores, int local_ranks) {
    * stream has a thread on each side.  Measured on an H200 host over
    * loopback (bench/NOTES.md, attempts 4, 17 and 23): at 2 ranks on 16 cores
    * 4 streams beat 2 and 8; at 4 ranks 2 streams beat 4 by 10-25% at
-   * 16 MiB, and 3 beat 2 by 4-20% at 16-128 MiB. */
+   * 16 MiB, and 3 beat 2 in four alternating pairs at 32 and 128 MiB
+   * (1-23%) and in three of four at 16 MiB. */
   if (local_ranks < 1) local_ranks = 1;
   int want = speed_mbps / 100000;
   if (want < 2) want = 2;
