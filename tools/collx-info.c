@@ -342,24 +342,46 @@ static const struct option long_opts[] = {
     {NULL, 0, NULL, 0},
 };
 
+/* Each mode option selects one mode; a second one is a conflict, not an
+ * override, so `--topology FILE --plan` cannot silently print this host's
+ * plan instead of FILE's.  Returns 0, or -1 after naming the conflict. */
+static int select_mode(struct options *o, enum mode mode, const char **chosen, const char *opt) {
+  if (*chosen) {
+    if (!strcmp(*chosen, opt))
+      fprintf(stderr, "collx-info: %s given twice\n", opt);
+    else
+      fprintf(stderr, "collx-info: %s and %s are different modes: give one of them\n", *chosen, opt);
+    usage(stderr);
+    return -1;
+  }
+  *chosen = opt;
+  o->mode = mode;
+  return 0;
+}
+
 /* Returns 0, or -1 after printing the usage error. */
 static int parse_args(int argc, char **argv, struct options *o) {
   memset(o, 0, sizeof *o);
   o->mode = MODE_DEVICES;
-  int c;
-  while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+  const char *chosen = NULL; /* the mode option seen so far */
+  int c, rc = 0;
+  while (rc == 0 && (c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
     switch (c) {
-      case OPT_PARAMS: o->mode = MODE_PARAMS; break;
-      case OPT_VERSION: o->mode = MODE_VERSION; break;
-      case OPT_TOPOLOGY: o->mode = MODE_TOPOLOGY; o->topology = optarg; break;
-      case OPT_PLAN: o->mode = MODE_PLAN; break;
-      case OPT_GPUS: o->mode = MODE_GPUS; break;
+      case OPT_PARAMS: rc = select_mode(o, MODE_PARAMS, &chosen, "--params"); break;
+      case OPT_VERSION: rc = select_mode(o, MODE_VERSION, &chosen, "--version"); break;
+      case OPT_TOPOLOGY:
+        rc = select_mode(o, MODE_TOPOLOGY, &chosen, "--topology");
+        o->topology = optarg;
+        break;
+      case OPT_PLAN: rc = select_mode(o, MODE_PLAN, &chosen, "--plan"); break;
+      case OPT_GPUS: rc = select_mode(o, MODE_GPUS, &chosen, "--gpus"); break;
       case OPT_IFACES: o->ifaces = optarg; break;
       case OPT_JSON: o->json = 1; break;
-      case 'h': o->mode = MODE_HELP; break;
+      case 'h': rc = select_mode(o, MODE_HELP, &chosen, "--help"); break;
       default: usage(stderr); return -1;  /* getopt already named the option */
     }
   }
+  if (rc != 0) return -1;
   if (optind < argc) {
     fprintf(stderr, "collx-info: unexpected argument '%s'\n", argv[optind]);
     usage(stderr);

@@ -1,18 +1,18 @@
 #!/bin/sh
 # hwloc is the reference: for every NIC of every topology in
-# ../shared/topologies, the NUMA nodes, nodeset and cpuset collx reports
+# tests/topo/xml, the NUMA nodes, nodeset and cpuset collx reports
 # (collx-topo-dump) must be what hwloc-calc reports for that OS device.
 # Runs from the build directory; COLLX_TOPO_DUMP may point elsewhere.
 dump=${COLLX_TOPO_DUMP:-./tests/topo/collx-topo-dump}
-dir=${COLLX_TOPO_DIR:-${srcdir:-.}/../shared/topologies}
+dir=${COLLX_TOPO_DIR:-${srcdir:-.}/tests/topo/xml}
 
 if ! command -v hwloc-calc >/dev/null 2>&1; then
   echo "SKIP: hwloc-calc not installed (Debian: hwloc)"
   exit 77
 fi
 if [ ! -d "$dir" ]; then
-  echo "SKIP: no topologies in $dir (set COLLX_TOPO_DIR)"
-  exit 77
+  echo "FAIL: no topologies in $dir (they ship in tests/topo/xml; COLLX_TOPO_DIR overrides)"
+  exit 1
 fi
 if [ ! -x "$dump" ]; then
   echo "FAIL: $dump not found (run from the build directory)"

@@ -3,7 +3,7 @@
 # GPU x NIC matrix through the tool.  Runs from the build directory;
 # COLLX_INFO may point at another binary.
 info=${COLLX_INFO:-./collx-info}
-dir=${COLLX_TOPO_DIR:-${srcdir:-.}/../shared/topologies}
+dir=${COLLX_TOPO_DIR:-${srcdir:-.}/tests/topo/xml}
 fail=0
 
 if [ ! -x "$info" ]; then
@@ -11,8 +11,8 @@ if [ ! -x "$info" ]; then
   exit 1
 fi
 if [ ! -d "$dir" ]; then
-  echo "SKIP: no topologies in $dir (set COLLX_TOPO_DIR)"
-  exit 77
+  echo "FAIL: no topologies in $dir (they ship in tests/topo/xml; COLLX_TOPO_DIR overrides)"
+  exit 1
 fi
 unset COLLX_CPU_AFFINITY COLLX_MERGE COLLX_NSTREAMS COLLX_SPEED_MBPS COLLX_TOPO_XML HWLOC_XMLFILE
 
@@ -68,6 +68,16 @@ fi
 check "a missing file fails" test $? -eq 1
 "$info" --json >/dev/null 2>&1
 check "--json alone is a usage error" test $? -eq 2
+for modes in "--topology $xml --plan" "--plan --topology $xml" "--gpus --plan" "--params --version"; do
+  # shellcheck disable=SC2086 # the modes are words on purpose
+  err=$("$info" $modes 2>&1 >/dev/null)
+  rc=$?
+  check "'$modes' is a usage error naming both modes" \
+    sh -c '[ "$1" -eq 2 ] && printf "%s\n" "$2" | grep -q "are different modes: give one of them"' sh "$rc" "$err"
+done
+err=$("$info" --topology "$xml" --topology "$xml" 2>&1 >/dev/null)
+check "--topology twice is a usage error" \
+  sh -c '[ "$1" -eq 2 ] && printf "%s\n" "$2" | grep -q "given twice"' sh "$?" "$err"
 
 [ $fail -eq 0 ] && echo "test_info_topology: ok"
 exit $fail
