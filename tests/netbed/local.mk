@@ -1,0 +1,6 @@
+# The cluster in a box: hosts as network namespaces with rate-limited veth
+# NICs (tests/netbed/netbed.sh, also used by bench/netbed.sh).
+# test_netbed.sh: the bed's life, collx across its hosts, unequal NICs.
+# Root only (77 otherwise).
+TESTS += tests/netbed/test_netbed.sh
+EXTRA_DIST += tests/netbed/netbed.sh tests/netbed/test_netbed.sh

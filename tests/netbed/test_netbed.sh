@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The cluster in a box (tests/netbed/netbed.sh) and collx across its hosts:
+#   1. the bed comes up and goes away without a trace, also when a step
+#      fails or the bed exists already;
+#   2. a merged device of two NICs rate-limited to unequal speeds (100 and
+#      300 Mbit/s) splits the bytes by speed: each NIC carries its share
+#      (per-interface byte counters), in both progress modes;
+#   3. a single NIC's traffic stays on that NIC.
+# Throughput is printed, not asserted (bench/netbed.sh measures it).
+# Root only: exit 77 (skip) when not root or when namespaces cannot be made.
+# Runs from the build directory; COLLX_PERF may point elsewhere.
+set -u
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$here/netbed.sh"
+perf=${COLLX_PERF:-./collx-perf}
+
+if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (network namespaces)"; exit 77; fi
+if ! command -v ip >/dev/null 2>&1 || ! command -v tc >/dev/null 2>&1; then
+  echo "SKIP: no ip or tc command (iproute2)"; exit 77
+fi
+if [ ! -x "$perf" ]; then echo "FAIL: $perf not found (run from the build directory)"; echo "0 passed, 1 failed"; exit 1; fi
+unset COLLX_IFNAME NCCL_SOCKET_IFNAME COLLX_MERGE COLLX_NSTREAMS COLLX_TOPO_XML HWLOC_XMLFILE COLLX_PROGRESS \
+  COLLX_CPU_AFFINITY COLLX_SOCKET_FAMILY COLLX_SPEED_MBPS COLLX_PLUGIN
+
+bed=nbt$$
+bed=${bed:0:8}
+tmp=$(mktemp -d /tmp/collx-netbed.XXXXXX) || exit 1
+srv=
+cleanup() {
+  [ -n "$srv" ] && { kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null; }
+  netbed_down "$bed"
+  netbed_down "${bed}x" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+pass=0 fail=0
+check() { # ok(0/1) description
+  if [ "$1" -eq 0 ]; then echo "PASS: $2"; pass=$((pass + 1)); else echo "FAIL: $2"; fail=$((fail + 1)); fi
+}
+namespaces_of() { ip netns list | awk '{print $1}' | grep -c "^$1-" ; }
+
+# ---- 1. life of a bed -----------------------------------------------------
+lb=${bed:0:7}x
+if ! netbed_up "$lb" 3 2 100mbit 2>"$tmp/err"; then
+  echo "SKIP: cannot make network namespaces here: $(cat "$tmp/err")"; exit 77
+fi
+check $([ "$(namespaces_of "$lb")" -eq 4 ] && echo 0 || echo 1) "up: 3 hosts and a switch ($(namespaces_of "$lb") namespaces)"
+q=$(ip netns exec "$(netbed_ns "$lb" 2)" tc qdisc show dev eth0)
+check $(printf '%s' "$q" | grep -q 'tbf.*rate 100Mbit' && echo 0 || echo 1) "up: NIC 0 rate-limited ($q)"
+q=$(ip netns exec "$(netbed_ns "$lb" 2)" tc qdisc show dev eth1)
+check $(printf '%s' "$q" | grep -q tbf && echo 1 || echo 0) "up: NIC 1 without a rate has no tbf ($q)"
+netbed_up "$lb" 2 1 2>"$tmp/err"
+check $([ $? -ne 0 ] && grep -q "exists already" "$tmp/err" && echo 0 || echo 1) "up of an existing bed is refused: $(cat "$tmp/err")"
+netbed_down "$lb"
+check $([ "$(namespaces_of "$lb")" -eq 0 ] && echo 0 || echo 1) "down leaves no namespace"
+netbed_up "$lb" 2 2 100mbit 3furlongs 2>"$tmp/err"
+rc=$?
+check $([ $rc -ne 0 ] && [ "$(namespaces_of "$lb")" -eq 0 ] && grep -q "bad rate" "$tmp/err" && echo 0 || echo 1) \
+  "a step that fails (bad rate) removes what was made: $(head -1 "$tmp/err")"
+killed=$(bash -c '. "$1"; netbed_up "$2" 2 1 && trap "netbed_down $2" EXIT && kill -TERM $$; sleep 5' \
+  sh "$here/netbed.sh" "$lb" 2>&1)
+check $([ "$(namespaces_of "$lb")" -eq 0 ] && echo 0 || echo 1) "a script killed with the bed up removes it from its EXIT trap"
+
+# ---- 2 and 3. collx across two hosts ---------------------------------------
+if ! netbed_up "$bed" 2 2 100mbit 300mbit 2>"$tmp/err"; then
+  check 1 "two hosts with 100 and 300 Mbit/s NICs: $(cat "$tmp/err")"
+  echo "$pass passed, $fail failed"; exit 1
+fi
+SIZE=1M MOVED=$((60 * 1048576)) PORT=18641
+
+# perf_run LABEL ENV...: collx-perf server on host 0, client on host 1 sends
+# 60 MiB; sets sent0 sent1 (bytes host 1 sent per NIC) and gbps.
+perf_run() {
+  local label=$1 b0 b1 crc src
+  shift
+  b0=$(netbed_bytes "$bed" 1 0 tx) b1=$(netbed_bytes "$bed" 1 1 tx)
+  ip netns exec "$(netbed_ns "$bed" 0)" env "$@" timeout 60 "$perf" --listen -p $PORT --timeout 20 >"$tmp/$label.srv" 2>&1 &
+  srv=$!
+  ip netns exec "$(netbed_ns "$bed" 1)" env "$@" timeout 60 "$perf" "$(netbed_addr 0 0)" -p $PORT -s $SIZE -n 60 -d 8 \
+    --timeout 20 >"$tmp/$label.cli" 2>&1
+  crc=$?
+  wait "$srv"; src=$?; srv=
+  sent0=$(($(netbed_bytes "$bed" 1 0 tx) - b0)) sent1=$(($(netbed_bytes "$bed" 1 1 tx) - b1))
+  gbps=$(awk '$1 == 1048576 {print $3 * 8}' "$tmp/$label.cli")
+  check $([ $crc -eq 0 ] && [ $src -eq 0 ] && echo 0 || echo 1) "$label: collx-perf client (exit $crc) and server (exit $src)"
+  [ $crc -ne 0 ] && tail -5 "$tmp/$label.cli" | sed 's/^/    /'
+  echo "  $label: host 1 sent eth0 $sent0 B, eth1 $sent1 B; ${gbps:-?} Gb/s"
+}
+
+for progress in threads caller; do
+  perf_run "merged-$progress" COLLX_IFNAME==eth0,eth1 COLLX_MERGE=eth0+eth1 COLLX_PROGRESS=$progress
+  total=$((sent0 + sent1))
+  share1=$(( total > 0 ? sent1 * 100 / total : 0 ))
+  # 300 of 400 Mbit/s: 75%.  Within 10 points: a NIC that lags keeps fewer
+  # pieces in flight, so the split follows the speeds without being exact.
+  check $([ $share1 -ge 65 ] && [ $share1 -le 85 ] && echo 0 || echo 1) \
+    "merged-$progress: the 300 Mbit/s NIC carries its share of the bytes, 65-85% ($share1%)"
+  check $([ $total -ge $MOVED ] && echo 0 || echo 1) "merged-$progress: the members carry the $MOVED bytes moved ($total)"
+done
+
+perf_run single COLLX_IFNAME==eth1 COLLX_MERGE=none
+check $([ $sent1 -ge $MOVED ] && echo 0 || echo 1) "single: eth1 carries the $MOVED bytes moved ($sent1)"
+check $([ $((sent0 * 100)) -lt $sent1 ] && echo 0 || echo 1) "single: eth0 carries < 1% of eth1's bytes ($sent0)"
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
