@@ -1,5 +1,7 @@
 # Documentation, installed into $(docdir): the README and doc/*.md.
 dist_doc_DATA += README.md doc/deploy.md doc/params.md doc/troubleshooting.md
+# doc/design.md is for developers: shipped in the tarball, not installed.
+EXTRA_DIST += doc/design.md
 
 # doc/params.md (and README.md) carry the settings table that
 # `collx-info --params` prints from src/util/params.def, between the
