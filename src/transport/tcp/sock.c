@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <string.h>
@@ -33,6 +34,11 @@ void sock_tune(int fd) {
   int one = 1;
   /* Control records and small messages must not wait for Nagle. */
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+void sock_limit_unsent(int fd, size_t bytes) {
+  int v = bytes > INT_MAX ? INT_MAX : (int)bytes;
+  setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, sizeof v);
 }
 
 int sock_listen(const struct sockaddr *addr, socklen_t len, struct sockaddr_storage *bound) {

@@ -38,6 +38,9 @@ enum sock_io sock_recv_once(int fd, void *buf, size_t len, size_t *done);
 
 /* Latency and buffer options for data sockets. */
 void sock_tune(int fd);
+/* The socket takes more data, and polls writable, only while fewer than
+ * `bytes` of what it holds are unsent (TCP_NOTSENT_LOWAT). */
+void sock_limit_unsent(int fd, size_t bytes);
 
 /* Set O_NONBLOCK. */
 int sock_set_nonblock(int fd);

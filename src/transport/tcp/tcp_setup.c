@@ -522,6 +522,13 @@ static int stream_step(const struct collx_device *dev, struct tcp_connecting *c,
     c->fds[i] = sock_connect_start((struct sockaddr *)&to, sock_len(&to),
                                    m ? (struct sockaddr *)&from : NULL, m ? sock_len(&from) : 0);
     if (c->fds[i] < 0) goto failed;
+    /* Streams of a merged device run over NICs of different speeds.  A
+     * socket that may queue megabytes takes its turn of pieces however
+     * slowly its NIC drains them, and the fastest member then waits for
+     * the slowest (caller progress split 1 and 3 Gb/s NICs 50/50 at half
+     * their sum; bench/NOTES.md).  With at most two pieces unsent per
+     * socket, a piece goes to whichever member has drained its last. */
+    if (dev->nmembers > 1) sock_limit_unsent(c->fds[i], 2 * config.max_piece);
     c->shello[i] = (struct wire_hello){.magic = WIRE_MAGIC, .version = WIRE_VERSION,
                                        .kind = WIRE_HELLO_DATA, .index = (uint16_t)i,
                                        .secret = c->secret, .conn_id = c->conn_id};
