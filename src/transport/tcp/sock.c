@@ -35,9 +35,22 @@ void sock_tune(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-int sock_listen(const struct sockaddr *addr, socklen_t len, struct sockaddr_storage *bound) {
+int sock_set_tclass(int fd, int family, int tclass) {
+  if (tclass < 0) return 0;
+  if (family == AF_INET6) return setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &tclass, sizeof tclass);
+  return setsockopt(fd, IPPROTO_IP, IP_TOS, &tclass, sizeof tclass);
+}
+
+int sock_listen_tc(const struct sockaddr *addr, socklen_t len, int tclass,
+                   struct sockaddr_storage *bound) {
   int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
+  if (sock_set_tclass(fd, addr->sa_family, tclass) < 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   socklen_t blen = sizeof *bound;
@@ -52,12 +65,18 @@ int sock_listen(const struct sockaddr *addr, socklen_t len, struct sockaddr_stor
   return fd;
 }
 
-int sock_connect_start(const struct sockaddr *to, socklen_t to_len, const struct sockaddr *from,
-                       socklen_t from_len) {
+int sock_listen(const struct sockaddr *addr, socklen_t len, struct sockaddr_storage *bound) {
+  return sock_listen_tc(addr, len, -1, bound);
+}
+
+int sock_connect_start_tc(const struct sockaddr *to, socklen_t to_len, const struct sockaddr *from,
+                          socklen_t from_len, int tclass) {
   int fd = socket(to->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   sock_tune(fd);
-  if ((from && bind(fd, from, from_len) < 0) ||
+  /* Before connect, so that the handshake already carries the class. */
+  if (sock_set_tclass(fd, to->sa_family, tclass) < 0 ||
+      (from && bind(fd, from, from_len) < 0) ||
       (connect(fd, to, to_len) < 0 && errno != EINPROGRESS)) {
     int e = errno;
     close(fd);
@@ -65,6 +84,11 @@ int sock_connect_start(const struct sockaddr *to, socklen_t to_len, const struct
     return -1;
   }
   return fd;
+}
+
+int sock_connect_start(const struct sockaddr *to, socklen_t to_len, const struct sockaddr *from,
+                       socklen_t from_len) {
+  return sock_connect_start_tc(to, to_len, from, from_len, -1);
 }
 
 int sock_connect_done(int fd) {
