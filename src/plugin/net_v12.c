@@ -7,7 +7,7 @@
 
 static ncclResult_t v12_init(void **ctx, uint64_t comm_id, ncclNetCommConfig_v12_t *config,
                              ncclDebugLogger_t logger, ncclProfilerCallback_t profiler) {
-  return shim_ctx_init(11, ctx, comm_id, config, logger);
+  return shim_ctx_init(12, ctx, comm_id, config, logger);
 }
 
 static ncclResult_t v12_get_properties(int dev, ncclNetProperties_v12_t *props) {
