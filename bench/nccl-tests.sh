@@ -148,6 +148,16 @@ if ! find_nccl; then
 fi
 NCCL_VER=$(awk '/^#define NCCL_(MAJOR|MINOR|PATCH)[ \t]/{v = v (v ? "." : "") $3} END {print v}' "$NCCL_INC/nccl.h")
 log "NCCL $NCCL_VER: header $NCCL_INC, library $NCCL_LIB"
+# nccl-tests built against NCCL 2.28 and later includes nccl_device.h (the
+# device API); an installation without it cannot build them.
+case "$NCCL_VER" in
+  2.2[89].*|2.[3-9][0-9].*|[3-9].*)
+    if [ ! -f "$NCCL_INC/nccl_device.h" ]; then
+      err "$NCCL_INC has nccl.h $NCCL_VER but no nccl_device.h, which nccl-tests needs from 2.28 on;"
+      err "build that NCCL with bench/build-nccl.sh from its tarball (git archive v$NCCL_VER-1) and give --nccl-home"
+      exit 2
+    fi ;;
+esac
 
 # --------------------------------------------------------------------------
 # Results directory (shared by calls that add runs to it)
