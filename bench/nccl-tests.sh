@@ -28,6 +28,9 @@
 #   --build-root DIR  where nccl-tests is built, one build per NCCL version and
 #                     tarball, reused by later calls (default /tmp/collx-nccl-tests)
 #   --force           run again what RESULTS_DIR already holds as OK
+#   --resume TAR      start from the results.tar.gz of an earlier call (unpacked
+#                     into RESULTS_DIR when that does not exist yet): a later call
+#                     on a fresh machine then adds to the earlier runs
 #
 # Environment (all optional):
 #   RESULTS_DIR     results directory (default bench/results/<date>-<tag>-nccl<version>-nccl-tests).
@@ -71,6 +74,7 @@ CONFIGS="collx socket socket-tuned"
 TAG=${BENCH_TAG:-h200}
 BUILD_ROOT=/tmp/collx-nccl-tests
 FORCE=0
+RESUME=""
 NCCL_DIR=${NCCL_HOME:-}
 POS=()
 while [ $# -gt 0 ]; do
@@ -88,6 +92,8 @@ while [ $# -gt 0 ]; do
     --build-root) BUILD_ROOT=${2:?--build-root needs a value}; shift ;;
     --build-root=*) BUILD_ROOT=${1#*=} ;;
     --force) FORCE=1 ;;
+    --resume) RESUME=${2:?--resume needs a value}; shift ;;
+    --resume=*) RESUME=${1#*=} ;;
     -h|--help) usage; exit 0 ;;
     -*) err "unknown option $1"; usage >&2; exit 2 ;;
     *) POS+=("$1") ;;
@@ -165,10 +171,20 @@ esac
 if [ -z "${RESULTS_DIR:-}" ]; then
   RESULTS_DIR=$SCRIPT_DIR/results/$(date +%Y-%m-%d)-$TAG-nccl$NCCL_VER-nccl-tests
 fi
+if [ -n "$RESUME" ] && [ ! -e "$RESULTS_DIR" ]; then
+  mkdir -p "$RESULTS_DIR" && tar -xzf "$RESUME" -C "$RESULTS_DIR" --strip-components=1 \
+    || { err "cannot unpack $RESUME into $RESULTS_DIR"; exit 2; }
+  log "resumed from $RESUME: $(($(wc -l <"$RESULTS_DIR/raw/status.tsv" 2>/dev/null || echo 1) - 1)) earlier run(s)"
+fi
 RAW=$RESULTS_DIR/raw
 mkdir -p "$RAW" || { err "cannot create $RAW"; exit 2; }
 RESULTS_DIR=$(cd "$RESULTS_DIR" && pwd)
 RAW=$RESULTS_DIR/raw
+prev_nccl=$(sed -n 's/^nccl: \([^ ]*\).*/\1/p' "$RAW/meta.txt" 2>/dev/null)
+if [ -n "$prev_nccl" ] && [ "$prev_nccl" != "$NCCL_VER" ]; then
+  err "$RESULTS_DIR holds runs under NCCL $prev_nccl, this one is $NCCL_VER: use another RESULTS_DIR"
+  exit 2
+fi
 STATUS=$RAW/status.tsv
 [ -f "$STATUS" ] || printf '#name\tcoll\tnranks\tconfig\tstatus\trc\tvalid\tnet_lines\tother_lines\trows\tseconds\tnet_table\tnote\n' >"$STATUS"
 META=$RAW/meta.txt
