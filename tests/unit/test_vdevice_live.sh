@@ -1,11 +1,11 @@
 #!/bin/sh
 # Virtual devices on real interfaces: 9 veth pairs in a fresh network
 # namespace (addresses 10.231.20.1 ... 10.231.28.1 on v0 ... v8), then
-# tests/unit/vdevice_live drives makeVDevice through the plugin's v12 and
+# tests/unit/test_vdevice_live drives makeVDevice through the plugin's v12 and
 # v11 tables with COLLX_IFNAME naming the nine.  Root only: exit 77 (skip)
 # when not root or when namespaces or veths cannot be made.  Run from the
 # build directory.
-prog=./tests/unit/vdevice_live
+prog=./tests/unit/test_vdevice_live
 [ -x "$prog" ] || { echo "FAIL: $prog not built"; exit 1; }
 if [ "$(id -u)" -ne 0 ] || ! command -v ip >/dev/null 2>&1 || ! command -v unshare >/dev/null 2>&1; then
   echo "SKIP: needs root, ip and unshare"

@@ -128,7 +128,7 @@ int main(int argc, char **argv) {
   }
   check_v12(v12);
   check_v11(v11);
-  if (failures) printf("vdevice_live: %d of %d check(s) failed\n", failures, checks);
-  else printf("PASS: vdevice_live (%d checks)\n", checks);
+  if (failures) printf("test_vdevice_live: %d of %d check(s) failed\n", failures, checks);
+  else printf("PASS: test_vdevice_live (%d checks)\n", checks);
   return failures ? 1 : 0;
 }
