@@ -19,6 +19,9 @@
 #include "util/log.h"
 #include "util/params.h"
 
+_Static_assert(sizeof(((struct collx_props *)0)->phys) == COLLX_MAX_VDEV_DEVS * sizeof(int),
+               "collx_props.phys holds a virtual device's members");
+
 /* Latency NCCL may assume for one message over a host TCP stack (us). */
 #define COLLX_LATENCY_US 20.0f
 
@@ -242,7 +245,7 @@ ncclResult_t collx_get_properties(int dev, struct collx_props *p) {
   p->max_p2p_bytes = (size_t)1 << 31;
   p->max_coll_bytes = (size_t)1 << 31;
   p->nphys = d->nphys;
-  for (int i = 0; i < d->nphys && i < 8; i++) p->phys[i] = d->phys[i];
+  for (int i = 0; i < d->nphys && i < COLLX_MAX_VDEV_DEVS; i++) p->phys[i] = d->phys[i];
   p->rail_id = d->rail_id;
   p->plane_id = d->plane_id;
   return ncclSuccess;
