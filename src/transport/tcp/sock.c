@@ -35,22 +35,9 @@ void sock_tune(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-int sock_set_tclass(int fd, int family, int tclass) {
-  if (tclass < 0) return 0;
-  if (family == AF_INET6) return setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &tclass, sizeof tclass);
-  return setsockopt(fd, IPPROTO_IP, IP_TOS, &tclass, sizeof tclass);
-}
-
-int sock_listen_tc(const struct sockaddr *addr, socklen_t len, int tclass,
-                   struct sockaddr_storage *bound) {
+int sock_listen(const struct sockaddr *addr, socklen_t len, struct sockaddr_storage *bound) {
   int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
-  if (sock_set_tclass(fd, addr->sa_family, tclass) < 0) {
-    int e = errno;
-    close(fd);
-    errno = e;
-    return -1;
-  }
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   socklen_t blen = sizeof *bound;
@@ -65,8 +52,24 @@ int sock_listen_tc(const struct sockaddr *addr, socklen_t len, int tclass,
   return fd;
 }
 
-int sock_listen(const struct sockaddr *addr, socklen_t len, struct sockaddr_storage *bound) {
-  return sock_listen_tc(addr, len, -1, bound);
+int sock_set_tclass(int fd, int family, int tclass) {
+  if (tclass < 0) return 0;
+  if (family == AF_INET6) return setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &tclass, sizeof tclass);
+  return setsockopt(fd, IPPROTO_IP, IP_TOS, &tclass, sizeof tclass);
+}
+
+/* The class set on the listening socket before any connection arrives: the
+ * kernel answers the handshake with it, and the accepted sockets copy it. */
+int sock_listen_tc(const struct sockaddr *addr, socklen_t len, int tclass,
+                   struct sockaddr_storage *bound) {
+  int fd = sock_listen(addr, len, bound);
+  if (fd >= 0 && sock_set_tclass(fd, addr->sa_family, tclass) < 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
 }
 
 int sock_connect_start_tc(const struct sockaddr *to, socklen_t to_len, const struct sockaddr *from,
