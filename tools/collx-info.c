@@ -30,7 +30,7 @@
 
 /* The ncclNet ABI versions the plugin exports, newest first as NCCL tries
  * them (src/plugin/net_v*.c; tests/unit/test_exports.sh keeps them honest). */
-#define COLLX_INFO_NET_ABIS "v10, v9, v8, v7"
+#define COLLX_INFO_NET_ABIS "v12, v11, v10, v9, v8, v7"
 
 enum mode { MODE_DEVICES, MODE_PARAMS, MODE_VERSION, MODE_TOPOLOGY, MODE_PLAN, MODE_GPUS, MODE_HELP };
 
@@ -149,6 +149,9 @@ static void print_device(int dev, const struct collx_props *p) {
          p->speed_mbps, p->port, ptr_support_str(p->ptr_support, ptr, sizeof ptr), p->max_comms,
          p->max_recvs, (double)p->latency_us, (unsigned long long)p->guid);
   printf("      pciPath: %s\n", p->pci_path ? p->pci_path : "(none)");
+  /* ncclNet v12 railId / planeId (COLLX_RAIL_ID, COLLX_PLANE_ID), when known. */
+  if (p->rail_id >= 0 || p->plane_id >= 0)
+    printf("      rail: %d, plane: %d (-1: unknown)\n", p->rail_id, p->plane_id);
   const struct collx_device *d = p->name ? device_behind(dev, p->name) : NULL;
   if (d) print_members(d);
 }

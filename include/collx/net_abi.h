@@ -2,7 +2,7 @@
  * collx - NCCL network plugin ABI, as seen from the plugin side.
  *
  * Written for collx from the documented layout of NCCL's external network
- * plugin interface (ncclNet v7, v8, v9 and v10).  Only what the plugin needs
+ * plugin interface (ncclNet v7 to v12).  Only what the plugin needs
  * is declared; the layouts are pinned with _Static_assert below so that any
  * drift from the ABI NCCL expects breaks the build instead of a job.
  *
@@ -14,6 +14,13 @@
  *        maxCollBytes; the table gains makeVDevice.
  *   v10  init also receives a profiler callback; connect receives a comm
  *        config (traffic class); isend/irecv receive profiler handles.
+ *   v11  (NCCL 2.28, 2.29) init is called once per communicator with its id
+ *        and comm config and returns a context; listen and connect take
+ *        that context (connect no longer takes a config); the table gains
+ *        finalize(context) and setNetAttr(context, hints); properties gain
+ *        maxMultiRequestSize.
+ *   v12  (NCCL 2.30) virtual devices of up to 8 members; properties gain
+ *        railId and planeId (int16_t each, after maxMultiRequestSize).
  */
 #ifndef COLLX_NET_ABI_H
 #define COLLX_NET_ABI_H
@@ -311,6 +318,163 @@ typedef struct {
   ncclResult_t (*makeVDevice)(int *d, ncclNetVDeviceProps_v10_t *props);
 } ncclNet_v10_t;
 
+/* ---- v11 --------------------------------------------------------------- */
+
+typedef ncclNetDeviceHandle_v8_t ncclNetDeviceHandle_v11_t;
+
+#define NCCL_NET_MAX_DEVS_PER_NIC_V11 4
+typedef struct {
+  int ndevs;
+  int devs[NCCL_NET_MAX_DEVS_PER_NIC_V11];
+} ncclNetVDeviceProps_v11_t;
+
+/* The communicator's settings, handed to init (one context each). */
+typedef ncclNetCommConfig_v10_t ncclNetCommConfig_v11_t;
+
+/* Hints NCCL passes through setNetAttr, before connections are made and
+ * again whenever the shape of the traffic changes.  Every count is either
+ * NCCL_NET_ATTR_UNDEF or a number; op, algo and proto are bit masks (bit i
+ * set: ncclFunc_t / algorithm / protocol i may run), all ones when unset. */
+#define NCCL_NET_ATTR_UNDEF (-1)
+typedef struct {
+  int32_t maxConcurrentPeers;  /* peers this side may talk to at once */
+  int32_t minConcurrentPeers;
+  int32_t maxFlowsPerPeer;     /* connections (channels) per peer at once */
+  int32_t minFlowsPerPeer;
+} ncclNetCommAttr_v11_t;
+
+typedef struct {
+  ncclNetCommAttr_v11_t sendCommAttr;
+  ncclNetCommAttr_v11_t recvCommAttr;
+  uint32_t op;
+  uint32_t algo;
+  uint32_t proto;
+} ncclNetAttr_v11_t;
+
+typedef struct {
+  char *name;
+  char *pciPath;
+  uint64_t guid;
+  int ptrSupport;
+  int regIsGlobal;
+  int forceFlush;
+  int speed;      /* Mbps */
+  int port;
+  float latency;  /* us */
+  int maxComms;
+  int maxRecvs;
+  ncclNetDeviceType netDeviceType;
+  int netDeviceVersion;
+  ncclNetVDeviceProps_v11_t vProps;
+  size_t maxP2pBytes;
+  size_t maxCollBytes;
+  int maxMultiRequestSize;  /* requests one multi-request call may carry */
+} ncclNetProperties_v11_t;
+
+typedef struct {
+  const char *name;
+  ncclResult_t (*init)(void **ctx, uint64_t commId, ncclNetCommConfig_v11_t *config,
+                       ncclDebugLogger_t logFunction, ncclProfilerCallback_t profFunction);
+  ncclResult_t (*devices)(int *ndev);
+  ncclResult_t (*getProperties)(int dev, ncclNetProperties_v11_t *props);
+  ncclResult_t (*listen)(void *ctx, int dev, void *handle, void **listenComm);
+  ncclResult_t (*connect)(void *ctx, int dev, void *handle, void **sendComm,
+                          ncclNetDeviceHandle_v11_t **sendDevComm);
+  ncclResult_t (*accept)(void *listenComm, void **recvComm,
+                         ncclNetDeviceHandle_v11_t **recvDevComm);
+  ncclResult_t (*regMr)(void *comm, void *data, size_t size, int type, void **mhandle);
+  ncclResult_t (*regMrDmaBuf)(void *comm, void *data, size_t size, int type,
+                              uint64_t offset, int fd, void **mhandle);
+  ncclResult_t (*deregMr)(void *comm, void *mhandle);
+  ncclResult_t (*isend)(void *sendComm, void *data, size_t size, int tag, void *mhandle,
+                        void *phandle, void **request);
+  ncclResult_t (*irecv)(void *recvComm, int n, void **data, size_t *sizes, int *tags,
+                        void **mhandles, void **phandles, void **request);
+  ncclResult_t (*iflush)(void *recvComm, int n, void **data, int *sizes, void **mhandles,
+                         void **request);
+  ncclResult_t (*test)(void *request, int *done, int *sizes);
+  ncclResult_t (*closeSend)(void *sendComm);
+  ncclResult_t (*closeRecv)(void *recvComm);
+  ncclResult_t (*closeListen)(void *listenComm);
+  ncclResult_t (*getDeviceMr)(void *comm, void *mhandle, void **dptr_mhandle);
+  ncclResult_t (*irecvConsumed)(void *recvComm, int n, void *request);
+  ncclResult_t (*makeVDevice)(int *d, ncclNetVDeviceProps_v11_t *props);
+  /* The communicator that init made ctx for is gone. */
+  ncclResult_t (*finalize)(void *ctx);
+  ncclResult_t (*setNetAttr)(void *ctx, ncclNetAttr_v11_t *netAttr);
+} ncclNet_v11_t;
+
+/* ---- v12 --------------------------------------------------------------- */
+
+typedef ncclNetDeviceHandle_v8_t ncclNetDeviceHandle_v12_t;
+
+#define NCCL_NET_MAX_DEVS_PER_NIC_V12 8
+typedef struct {
+  int ndevs;
+  int devs[NCCL_NET_MAX_DEVS_PER_NIC_V12];
+} ncclNetVDeviceProps_v12_t;
+
+typedef ncclNetCommConfig_v10_t ncclNetCommConfig_v12_t;
+typedef ncclNetCommAttr_v11_t ncclNetCommAttr_v12_t;
+typedef ncclNetAttr_v11_t ncclNetAttr_v12_t;
+
+/* railId / planeId value for "not known". */
+#define NCCL_NET_ID_UNDEF (-1)
+
+typedef struct {
+  char *name;
+  char *pciPath;
+  uint64_t guid;
+  int ptrSupport;
+  int regIsGlobal;
+  int forceFlush;
+  int speed;      /* Mbps */
+  int port;
+  float latency;  /* us */
+  int maxComms;
+  int maxRecvs;
+  ncclNetDeviceType netDeviceType;
+  int netDeviceVersion;
+  ncclNetVDeviceProps_v12_t vProps;
+  size_t maxP2pBytes;
+  size_t maxCollBytes;
+  int maxMultiRequestSize;
+  int16_t railId;   /* NICs with one rail id are wired to one switch rail */
+  int16_t planeId;  /* the network plane of a multi-plane NIC port */
+} ncclNetProperties_v12_t;
+
+typedef struct {
+  const char *name;
+  ncclResult_t (*init)(void **ctx, uint64_t commId, ncclNetCommConfig_v12_t *config,
+                       ncclDebugLogger_t logFunction, ncclProfilerCallback_t profFunction);
+  ncclResult_t (*devices)(int *ndev);
+  ncclResult_t (*getProperties)(int dev, ncclNetProperties_v12_t *props);
+  ncclResult_t (*listen)(void *ctx, int dev, void *handle, void **listenComm);
+  ncclResult_t (*connect)(void *ctx, int dev, void *handle, void **sendComm,
+                          ncclNetDeviceHandle_v12_t **sendDevComm);
+  ncclResult_t (*accept)(void *listenComm, void **recvComm,
+                         ncclNetDeviceHandle_v12_t **recvDevComm);
+  ncclResult_t (*regMr)(void *comm, void *data, size_t size, int type, void **mhandle);
+  ncclResult_t (*regMrDmaBuf)(void *comm, void *data, size_t size, int type,
+                              uint64_t offset, int fd, void **mhandle);
+  ncclResult_t (*deregMr)(void *comm, void *mhandle);
+  ncclResult_t (*isend)(void *sendComm, void *data, size_t size, int tag, void *mhandle,
+                        void *phandle, void **request);
+  ncclResult_t (*irecv)(void *recvComm, int n, void **data, size_t *sizes, int *tags,
+                        void **mhandles, void **phandles, void **request);
+  ncclResult_t (*iflush)(void *recvComm, int n, void **data, int *sizes, void **mhandles,
+                         void **request);
+  ncclResult_t (*test)(void *request, int *done, int *sizes);
+  ncclResult_t (*closeSend)(void *sendComm);
+  ncclResult_t (*closeRecv)(void *recvComm);
+  ncclResult_t (*closeListen)(void *listenComm);
+  ncclResult_t (*getDeviceMr)(void *comm, void *mhandle, void **dptr_mhandle);
+  ncclResult_t (*irecvConsumed)(void *recvComm, int n, void *request);
+  ncclResult_t (*makeVDevice)(int *d, ncclNetVDeviceProps_v12_t *props);
+  ncclResult_t (*finalize)(void *ctx);
+  ncclResult_t (*setNetAttr)(void *ctx, ncclNetAttr_v12_t *netAttr);
+} ncclNet_v12_t;
+
 /* ---- Layout pins (x86-64 / aarch64 LP64) --------------------------------- */
 #if defined(__LP64__)
 #if defined(__cplusplus) && !defined(_Static_assert)
@@ -426,6 +590,58 @@ _Static_assert(offsetof(ncclNet_v10_t, irecv) == 11 * 8, "v10.irecv");
 _Static_assert(offsetof(ncclNet_v10_t, test) == 13 * 8, "v10.test");
 _Static_assert(offsetof(ncclNet_v10_t, irecvConsumed) == 18 * 8, "v10.irecvConsumed");
 _Static_assert(offsetof(ncclNet_v10_t, makeVDevice) == 19 * 8, "v10.makeVDevice");
+/* v11: the v10 property layout plus maxMultiRequestSize (and padding to 8). */
+_Static_assert(sizeof(ncclNetVDeviceProps_v11_t) == 20, "ncclNetVDeviceProps_v11_t size");
+_Static_assert(sizeof(ncclNetProperties_v11_t) == 112, "ncclNetProperties_v11_t size");
+_Static_assert(offsetof(ncclNetProperties_v11_t, forceFlush) == 32, "v11 props.forceFlush");
+_Static_assert(offsetof(ncclNetProperties_v11_t, speed) == 36, "v11 props.speed");
+_Static_assert(offsetof(ncclNetProperties_v11_t, netDeviceVersion) == 60, "v11 props.netDeviceVersion");
+_Static_assert(offsetof(ncclNetProperties_v11_t, vProps) == 64, "v11 props.vProps");
+_Static_assert(offsetof(ncclNetProperties_v11_t, maxP2pBytes) == 88, "v11 props.maxP2pBytes");
+_Static_assert(offsetof(ncclNetProperties_v11_t, maxCollBytes) == 96, "v11 props.maxCollBytes");
+_Static_assert(offsetof(ncclNetProperties_v11_t, maxMultiRequestSize) == 104, "v11 props.maxMultiRequestSize");
+
+/* v12: vProps grows to 4 + 8 * 4 bytes, moving everything after it by 16;
+ * railId and planeId fill the padding after maxMultiRequestSize. */
+_Static_assert(sizeof(ncclNetVDeviceProps_v12_t) == 36, "ncclNetVDeviceProps_v12_t size");
+_Static_assert(offsetof(ncclNetVDeviceProps_v12_t, devs) == 4, "v12 vProps.devs");
+_Static_assert(sizeof(ncclNetProperties_v12_t) == 128, "ncclNetProperties_v12_t size");
+_Static_assert(offsetof(ncclNetProperties_v12_t, speed) == 36, "v12 props.speed");
+_Static_assert(offsetof(ncclNetProperties_v12_t, vProps) == 64, "v12 props.vProps");
+_Static_assert(offsetof(ncclNetProperties_v12_t, maxP2pBytes) == 104, "v12 props.maxP2pBytes");
+_Static_assert(offsetof(ncclNetProperties_v12_t, maxCollBytes) == 112, "v12 props.maxCollBytes");
+_Static_assert(offsetof(ncclNetProperties_v12_t, maxMultiRequestSize) == 120, "v12 props.maxMultiRequestSize");
+_Static_assert(offsetof(ncclNetProperties_v12_t, railId) == 124, "v12 props.railId");
+_Static_assert(offsetof(ncclNetProperties_v12_t, planeId) == 126, "v12 props.planeId");
+
+/* The hints: two blocks of four int32 counts, then three 32-bit masks. */
+_Static_assert(sizeof(ncclNetCommAttr_v11_t) == 16, "ncclNetCommAttr_v11_t size");
+_Static_assert(offsetof(ncclNetCommAttr_v11_t, minConcurrentPeers) == 4, "attr.minConcurrentPeers");
+_Static_assert(offsetof(ncclNetCommAttr_v11_t, maxFlowsPerPeer) == 8, "attr.maxFlowsPerPeer");
+_Static_assert(offsetof(ncclNetCommAttr_v11_t, minFlowsPerPeer) == 12, "attr.minFlowsPerPeer");
+_Static_assert(sizeof(ncclNetAttr_v11_t) == 44, "ncclNetAttr_v11_t size");
+_Static_assert(offsetof(ncclNetAttr_v11_t, recvCommAttr) == 16, "netAttr.recvCommAttr");
+_Static_assert(offsetof(ncclNetAttr_v11_t, op) == 32, "netAttr.op");
+_Static_assert(offsetof(ncclNetAttr_v11_t, algo) == 36, "netAttr.algo");
+_Static_assert(offsetof(ncclNetAttr_v11_t, proto) == 40, "netAttr.proto");
+
+/* v11 and v12: v10's 20 members plus finalize and setNetAttr. */
+_Static_assert(sizeof(ncclNet_v11_t) == 22 * sizeof(void *), "ncclNet_v11_t size");
+_Static_assert(offsetof(ncclNet_v11_t, init) == 1 * 8, "v11.init");
+_Static_assert(offsetof(ncclNet_v11_t, listen) == 4 * 8, "v11.listen");
+_Static_assert(offsetof(ncclNet_v11_t, connect) == 5 * 8, "v11.connect");
+_Static_assert(offsetof(ncclNet_v11_t, isend) == 10 * 8, "v11.isend");
+_Static_assert(offsetof(ncclNet_v11_t, test) == 13 * 8, "v11.test");
+_Static_assert(offsetof(ncclNet_v11_t, makeVDevice) == 19 * 8, "v11.makeVDevice");
+_Static_assert(offsetof(ncclNet_v11_t, finalize) == 20 * 8, "v11.finalize");
+_Static_assert(offsetof(ncclNet_v11_t, setNetAttr) == 21 * 8, "v11.setNetAttr");
+_Static_assert(sizeof(ncclNet_v12_t) == 22 * sizeof(void *), "ncclNet_v12_t size");
+_Static_assert(offsetof(ncclNet_v12_t, init) == 1 * 8, "v12.init");
+_Static_assert(offsetof(ncclNet_v12_t, connect) == 5 * 8, "v12.connect");
+_Static_assert(offsetof(ncclNet_v12_t, irecv) == 11 * 8, "v12.irecv");
+_Static_assert(offsetof(ncclNet_v12_t, makeVDevice) == 19 * 8, "v12.makeVDevice");
+_Static_assert(offsetof(ncclNet_v12_t, finalize) == 20 * 8, "v12.finalize");
+_Static_assert(offsetof(ncclNet_v12_t, setNetAttr) == 21 * 8, "v12.setNetAttr");
 #endif
 
 #ifdef __cplusplus

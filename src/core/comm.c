@@ -8,6 +8,7 @@
 
 #include <stdatomic.h>
 
+#include "core/context.h"
 #include "core/core.h"
 #include "core/handle.h"
 #include "topo/topo.h"
@@ -23,19 +24,29 @@
     }                                 \
   } while (0)
 
-ncclResult_t collx_listen(int dev, void *handle, void **listen_comm) {
+ncclResult_t collx_listen_opts(int dev, void *handle, const struct tcp_conn_opts *o,
+                               void **listen_comm) {
   const struct collx_device *d = collx_device_get(dev);
   CHECK_ARG(d, "listen: no device %d", dev);
   CHECK_ARG(handle && listen_comm, "listen: NULL handle or comm pointer");
   *listen_comm = NULL;
-  return tcp_listen(d, dev, (struct collx_handle *)handle, (struct tcp_listen **)listen_comm);
+  return tcp_listen(d, dev, (struct collx_handle *)handle, o, (struct tcp_listen **)listen_comm);
+}
+
+ncclResult_t collx_listen(int dev, void *handle, void **listen_comm) {
+  return collx_listen_opts(dev, handle, NULL, listen_comm);
 }
 
 ncclResult_t collx_connect(int dev, void *handle, void **send_comm) {
+  return collx_connect_opts(dev, handle, NULL, send_comm);
+}
+
+ncclResult_t collx_connect_opts(int dev, void *handle, const struct tcp_conn_opts *o,
+                                void **send_comm) {
   const struct collx_device *d = collx_device_get(dev);
   CHECK_ARG(d, "connect: no device %d", dev);
   CHECK_ARG(handle && send_comm, "connect: NULL handle or comm pointer");
-  ncclResult_t res = tcp_connect(d, dev, (struct collx_handle *)handle, (struct tcp_comm **)send_comm);
+  ncclResult_t res = tcp_connect(d, dev, (struct collx_handle *)handle, o, (struct tcp_comm **)send_comm);
   /* NCCL's proxy thread has the GPU's context current here. */
   if (res == ncclSuccess && *send_comm) collx_topo_log_gpu_locality(dev);
   return res;
@@ -46,7 +57,10 @@ ncclResult_t collx_accept(void *listen_comm, void **recv_comm) {
   *recv_comm = NULL;
   CHECK_ARG(tcp_is_listen(listen_comm), "accept: %p is not a listening comm", listen_comm);
   ncclResult_t res = tcp_accept(listen_comm, (struct tcp_comm **)recv_comm);
-  if (res == ncclSuccess && *recv_comm) collx_topo_log_gpu_locality(((struct tcp_comm *)*recv_comm)->dev);
+  if (res == ncclSuccess && *recv_comm) {
+    collx_ctx_adopt_accepted(listen_comm, *recv_comm);
+    collx_topo_log_gpu_locality(((struct tcp_comm *)*recv_comm)->dev);
+  }
   return res;
 }
 
@@ -108,20 +122,31 @@ ncclResult_t collx_test(void *request, int *done, size_t *sizes) {
 
 ncclResult_t collx_close_send(void *send_comm) {
   CHECK_ARG(tcp_is_send_comm(send_comm), "closeSend: %p is not a send comm (closed twice?)", send_comm);
+  collx_ctx_forget(send_comm);
   tcp_comm_close(send_comm);
   return ncclSuccess;
 }
 
 ncclResult_t collx_close_recv(void *recv_comm) {
   CHECK_ARG(tcp_is_recv_comm(recv_comm), "closeRecv: %p is not a receive comm (closed twice?)", recv_comm);
+  collx_ctx_forget(recv_comm);
   tcp_comm_close(recv_comm);
   return ncclSuccess;
 }
 
 ncclResult_t collx_close_listen(void *listen_comm) {
   CHECK_ARG(tcp_is_listen(listen_comm), "closeListen: %p is not a listening comm (closed twice?)", listen_comm);
+  collx_ctx_forget(listen_comm);
   tcp_listen_close(listen_comm);
   return ncclSuccess;
+}
+
+void collx_close_comm_raw(void *comm) {
+  if (tcp_is_send_comm(comm) || tcp_is_recv_comm(comm)) tcp_comm_close(comm);
+}
+
+void collx_close_listen_raw(void *listen_comm) {
+  if (tcp_is_listen(listen_comm)) tcp_listen_close(listen_comm);
 }
 
 int collx_live_threads(void) { return atomic_load(&tcp_live_threads); }

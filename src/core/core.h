@@ -31,7 +31,17 @@ struct collx_props {
   int max_recvs;
   size_t max_p2p_bytes;
   size_t max_coll_bytes;
+  /* The physical devices it stands for: itself, or those makeVDevice
+   * fused (what vProps reports). */
+  int nphys;
+  int phys[8];
+  int rail_id, plane_id; /* -1 when unknown */
 };
+
+/* makeVDevice: the virtual device fusing physical devices devs[0..n-1]
+ * (at most max_devs, the ABI's limit).  A single device stands for itself
+ * (*d = devs[0]); the same set asked again gives the same device. */
+ncclResult_t collx_make_vdevice(const int *devs, int n, int max_devs, int *d);
 
 ncclResult_t collx_init(ncclDebugLogger_t logger);
 ncclResult_t collx_devices(int *ndev);

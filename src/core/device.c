@@ -310,6 +310,9 @@ static void make_device(struct collx_device *d, int index, const char *name,
   d->pci_path = m->pci_path;
   d->speed_mbps = m->speed_mbps;
   d->guid = make_guid(m->ifname);
+  d->nphys = 1;
+  d->phys[0] = index;
+  d->rail_id = d->plane_id = COLLX_ID_UNDEF;
   char host[INET6_ADDRSTRLEN + IF_NAMESIZE + 2];
   COLLX_INFO(COLLX_LOG_INIT, "device %d: %s %s speed %d Mbps (%s) pci %s", index, d->name,
              host_str((const struct sockaddr *)&m->addr, host, sizeof host), d->speed_mbps,
@@ -376,6 +379,7 @@ static int apply_plan(struct collx_device *devs, int n) {
     struct collx_device *m = &planned[nd++];
     const struct collx_device *first = &devs[pd->member[0]];
     *m = *first;
+    m->phys[0] = nd - 1;
     if (pd->nmembers == 1) continue; /* a device of its own: keep its sysfs pciPath */
     snprintf(m->name, sizeof m->name, "%s", pd->name);
     m->nmembers = pd->nmembers < COLLX_MAX_MEMBERS ? pd->nmembers : COLLX_MAX_MEMBERS;
@@ -450,6 +454,69 @@ int collx_devices_discover(struct collx_device **devs, int *ndev, const char **w
   if (devs) *devs = disc_devs;
   if (ndev) *ndev = disc_ndev;
   if (why) *why = disc_ndev == 0 ? disc_why : NULL;
+  return 0;
+}
+
+int collx_devices_append(const struct collx_device *d) {
+  pthread_mutex_lock(&disc_lock);
+  int at = disc_done && disc_ndev < COLLX_MAX_DEVICES ? disc_ndev : -1;
+  if (at >= 0) {
+    disc_devs[at] = *d;
+    disc_ndev++;
+  }
+  pthread_mutex_unlock(&disc_lock);
+  return at;
+}
+
+static int fuse_check(const struct collx_device *devs, int nphys, const int *idx, int k,
+                      int max_devs, char *why, size_t whylen) {
+  if (k < 1 || k > max_devs) {
+    snprintf(why, whylen, "%d devices asked for; a virtual device fuses 1 to %d under this ABI", k,
+             max_devs);
+    return -1;
+  }
+  int members = 0;
+  for (int i = 0; i < k; i++) {
+    if (idx[i] < 0 || idx[i] >= nphys) {
+      snprintf(why, whylen, "device %d is not one of the %d physical devices", idx[i], nphys);
+      return -1;
+    }
+    for (int j = 0; j < i; j++)
+      if (idx[j] == idx[i]) {
+        snprintf(why, whylen, "device %d is named twice", idx[i]);
+        return -1;
+      }
+    members += devs[idx[i]].nmembers;
+  }
+  if (members > COLLX_MAX_MEMBERS) {
+    snprintf(why, whylen, "%d interfaces in all; one device stripes over at most %d", members,
+             COLLX_MAX_MEMBERS);
+    return -1;
+  }
+  return 0;
+}
+
+int collx_device_fuse(const struct collx_device *devs, int nphys, const int *idx, int k,
+                      int max_devs, struct collx_device *out, char *why, size_t whylen) {
+  if (fuse_check(devs, nphys, idx, k, max_devs, why, whylen) != 0) return -1;
+  const struct collx_device *first = &devs[idx[0]];
+  memset(out, 0, sizeof *out);
+  out->pci_path = first->pci_path; /* NCCL places a virtual NIC by its members */
+  out->rail_id = first->rail_id;
+  out->plane_id = first->plane_id;
+  out->guid = first->guid;
+  size_t len = 0;
+  for (int i = 0; i < k; i++) {
+    const struct collx_device *d = &devs[idx[i]];
+    for (int j = 0; j < d->nmembers; j++) out->members[out->nmembers++] = d->members[j];
+    out->speed_mbps += d->speed_mbps;
+    out->phys[out->nphys++] = idx[i];
+    if (d->rail_id != out->rail_id) out->rail_id = COLLX_ID_UNDEF;
+    if (d->plane_id != out->plane_id) out->plane_id = COLLX_ID_UNDEF;
+    if (i) out->guid ^= d->guid * 0x100000001b3ull;
+    int n = snprintf(out->name + len, sizeof out->name - len, "%s%s", i ? "+" : "", d->name);
+    if (n > 0) len += (size_t)n < sizeof out->name - len ? (size_t)n : sizeof out->name - len - 1;
+  }
   return 0;
 }
 

@@ -12,18 +12,24 @@
 #include "core/comm.h"
 #include "core/core.h"
 #include "core/device.h"
+#include "core/rail.h"
 #include "topo/topo.h"
 #include "transport/tcp/tcp.h"
 #include "util/launcher.h"
 #include "util/log.h"
 #include "util/params.h"
 
+_Static_assert(sizeof(((struct collx_props *)0)->phys) == COLLX_MAX_VDEV_DEVS * sizeof(int),
+               "collx_props.phys holds a virtual device's members");
+
 /* Latency NCCL may assume for one message over a host TCP stack (us). */
 #define COLLX_LATENCY_US 20.0f
 
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct collx_device *devices;
-static int ndevices = -1;       /* -1: not initialised */
+static atomic_int ndevices = -1; /* -1: not initialised; grows with makeVDevice */
+static int nphys;                /* the discovered ones: devices[0..nphys-1] */
+static int nstreams_fixed;       /* COLLX_NSTREAMS set */
 static atomic_int abi_version;
 
 const char *collx_version(void) { return PACKAGE_VERSION; }
@@ -65,6 +71,7 @@ static void configure_transport(void) {
   for (int i = 0; i < ndevices; i++)
     if (devices[i].speed_mbps > fastest) fastest = devices[i].speed_mbps;
   long nstreams = collx_param_int(COLLX_P_NSTREAMS);
+  nstreams_fixed = nstreams > 0;
   int caller = caller_progress_wanted();
   if (nstreams <= 0) {
     const char *from = NULL;
@@ -104,6 +111,26 @@ static void configure_transport(void) {
   if (!caller && spin > 0) COLLX_INFO(COLLX_LOG_INIT, "stream threads spin %ld us after data", spin);
 }
 
+int collx_nstreams_fixed(void) { return nstreams_fixed; }
+
+/* railId / planeId of the discovered devices (COLLX_RAIL_ID, COLLX_PLANE_ID). */
+static void assign_rails(void) {
+  struct collx_id_nic nics[COLLX_MAX_DEVICES];
+  int rails[COLLX_MAX_DEVICES], planes[COLLX_MAX_DEVICES];
+  for (int i = 0; i < nphys; i++)
+    nics[i] = (struct collx_id_nic){devices[i].name, devices[i].pci_path, devices[i].speed_mbps,
+                                    devices[i].nmembers};
+  collx_assign_ids(nics, nphys, collx_param_str(COLLX_P_RAIL_ID), "COLLX_RAIL_ID", 1, rails);
+  collx_assign_ids(nics, nphys, collx_param_str(COLLX_P_PLANE_ID), "COLLX_PLANE_ID", 0, planes);
+  for (int i = 0; i < nphys; i++) {
+    devices[i].rail_id = rails[i];
+    devices[i].plane_id = planes[i];
+    if (rails[i] != COLLX_ID_UNDEF || planes[i] != COLLX_ID_UNDEF)
+      COLLX_INFO(COLLX_LOG_INIT, "device %d (%s): rail %d, plane %d", i, devices[i].name, rails[i],
+                 planes[i]);
+  }
+}
+
 ncclResult_t collx_init(ncclDebugLogger_t logger) {
   collx_log_set_logger(logger);
   pthread_mutex_lock(&init_lock);
@@ -119,36 +146,89 @@ ncclResult_t collx_init(ncclDebugLogger_t logger) {
       COLLX_WARN("no usable network device: %s", why ? why : "no interface is up with an address");
       res = ncclSystemError;
     } else {
-      ndevices = n;
+      nphys = n;
+      atomic_store(&ndevices, n);
+      assign_rails();
       configure_transport();
     }
   }
   pthread_mutex_unlock(&init_lock);
   if (res == ncclSuccess)
     COLLX_INFO(COLLX_LOG_INIT, "collx %s ready: %d device(s), ncclNet v%d", PACKAGE_VERSION,
-               ndevices, collx_abi_version());
+               atomic_load(&ndevices), collx_abi_version());
   return res;
 }
 
 const struct collx_device *collx_device_get(int dev) {
-  if (ndevices < 0 || dev < 0 || dev >= ndevices) return NULL;
+  int n = atomic_load(&ndevices);
+  if (n < 0 || dev < 0 || dev >= n) return NULL;
   return &devices[dev];
 }
 
 ncclResult_t collx_devices(int *ndev) {
   if (!ndev) return ncclInvalidArgument;
-  if (ndevices < 0) {
+  int n = atomic_load(&ndevices);
+  if (n < 0) {
     COLLX_WARN("devices called before a successful init");
     return ncclInternalError;
   }
-  *ndev = ndevices;
+  *ndev = n;
+  return ncclSuccess;
+}
+
+/* A virtual device already made from exactly these devices (init_lock held). */
+static int find_vdevice(const int *devs, int n) {
+  int total = atomic_load(&ndevices);
+  for (int v = nphys; v < total; v++) {
+    if (devices[v].nphys != n) continue;
+    int same = 1;
+    for (int i = 0; i < n && same; i++) same = devices[v].phys[i] == devs[i];
+    if (same) return v;
+  }
+  return -1;
+}
+
+ncclResult_t collx_make_vdevice(const int *devs, int n, int max_devs, int *d) {
+  if (!d || !devs) {
+    COLLX_WARN("makeVDevice: NULL argument");
+    return ncclInvalidArgument;
+  }
+  if (atomic_load(&ndevices) < 0) {
+    COLLX_WARN("makeVDevice called before a successful init");
+    return ncclInternalError;
+  }
+  if (n == 1 && devs[0] >= 0 && devs[0] < nphys) {
+    *d = devs[0];
+    COLLX_INFO(COLLX_LOG_NET, "makeVDevice: device %d stands for itself", devs[0]);
+    return ncclSuccess;
+  }
+  char why[160] = "";
+  struct collx_device v;
+  if (collx_device_fuse(devices, nphys, devs, n, max_devs, &v, why, sizeof why) != 0) {
+    COLLX_WARN("makeVDevice: %s", why);
+    return ncclInvalidUsage;
+  }
+  pthread_mutex_lock(&init_lock);
+  int at = find_vdevice(devs, n);
+  if (at < 0) {
+    at = collx_devices_append(&v);
+    if (at >= 0) atomic_store(&ndevices, at + 1);
+  }
+  pthread_mutex_unlock(&init_lock);
+  if (at < 0) {
+    COLLX_WARN("makeVDevice: the device table is full (%d devices)", COLLX_MAX_DEVICES);
+    return ncclInvalidUsage;
+  }
+  *d = at;
+  COLLX_INFO(COLLX_LOG_INIT | COLLX_LOG_NET, "makeVDevice: device %d is %s (%d interfaces, %d Mbps, rail %d)",
+             at, devices[at].name, devices[at].nmembers, devices[at].speed_mbps, devices[at].rail_id);
   return ncclSuccess;
 }
 
 ncclResult_t collx_get_properties(int dev, struct collx_props *p) {
   const struct collx_device *d = collx_device_get(dev);
   if (!d || !p) {
-    COLLX_WARN("getProperties: no device %d (%d devices)", dev, ndevices);
+    COLLX_WARN("getProperties: no device %d (%d devices)", dev, atomic_load(&ndevices));
     return ncclInvalidArgument;
   }
   memset(p, 0, sizeof *p);
@@ -164,5 +244,9 @@ ncclResult_t collx_get_properties(int dev, struct collx_props *p) {
   /* Sizes travel as 64-bit on the wire; the int-sized ABIs cap them anyway. */
   p->max_p2p_bytes = (size_t)1 << 31;
   p->max_coll_bytes = (size_t)1 << 31;
+  p->nphys = d->nphys;
+  for (int i = 0; i < d->nphys && i < COLLX_MAX_VDEV_DEVS; i++) p->phys[i] = d->phys[i];
+  p->rail_id = d->rail_id;
+  p->plane_id = d->plane_id;
   return ncclSuccess;
 }

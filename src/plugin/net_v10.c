@@ -20,7 +20,7 @@ static ncclResult_t v10_get_properties(int dev, ncclNetProperties_v10_t *props) 
   SHIM_FILL_COMMON_PROPS(props, &p);
   props->regIsGlobal = 0;
   props->forceFlush = 0;
-  shim_fill_vprops(dev, &props->vProps.ndevs, props->vProps.devs, NCCL_NET_MAX_DEVS_PER_NIC_V10);
+  shim_fill_vprops(&p, &props->vProps.ndevs, props->vProps.devs, NCCL_NET_MAX_DEVS_PER_NIC_V10);
   props->maxP2pBytes = shim_max_bytes(p.max_p2p_bytes);
   props->maxCollBytes = shim_max_bytes(p.max_coll_bytes);
   return ncclSuccess;

@@ -14,7 +14,7 @@ static ncclResult_t v9_get_properties(int dev, ncclNetProperties_v9_t *props) {
   SHIM_FILL_COMMON_PROPS(props, &p);
   props->regIsGlobal = 0;
   props->forceFlush = 0;
-  shim_fill_vprops(dev, &props->vProps.ndevs, props->vProps.devs, NCCL_NET_MAX_DEVS_PER_NIC_V9);
+  shim_fill_vprops(&p, &props->vProps.ndevs, props->vProps.devs, NCCL_NET_MAX_DEVS_PER_NIC_V9);
   props->maxP2pBytes = shim_max_bytes(p.max_p2p_bytes);
   props->maxCollBytes = shim_max_bytes(p.max_coll_bytes);
   return ncclSuccess;

@@ -6,7 +6,6 @@
 #include <limits.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "util/log.h"
 
@@ -34,49 +33,20 @@ ncclResult_t shim_init(int abi_version, ncclDebugLogger_t logger) {
   return ncclSuccess;
 }
 
-void shim_fill_vprops(int dev, int *ndevs, int *devs, int max_devs) {
-  *ndevs = 1;
-  devs[0] = dev;
-  for (int i = 1; i < max_devs; i++) devs[i] = 0;
+void shim_fill_vprops(const struct collx_props *p, int *ndevs, int *devs, int max_devs) {
+  int n = p->nphys < max_devs ? p->nphys : max_devs;
+  *ndevs = n;
+  for (int i = 0; i < max_devs; i++) devs[i] = i < n ? p->phys[i] : 0;
 }
 
 /* NCCL fuses NICs that sit close together (NCCL_NET_MERGE_LEVEL,
- * NCCL_NET_FORCE_MERGE) by asking the plugin for a virtual device made of
- * them, then counts devices again and adds whatever appeared past the
- * physical ones as new NICs.  collx merges NICs itself (COLLX_MERGE), below
- * the device list NCCL sees, and builds no devices on request.  A request
- * for a single existing device is answered with that device's own index:
- * the count does not change, so NCCL adds nothing and uses the device as it
- * is (NCCL itself skips one-member vNICs; this keeps any caller that does
- * not skip them working).  Anything else is refused; NCCL's automatic
- * merging then keeps the devices apart and carries on, while an explicit
- * NCCL_NET_FORCE_MERGE fails as it should. */
+ * NCCL_NET_FORCE_MERGE, and under v12 NCCL_NET_MERGE_POLICY=RAIL) by asking
+ * for a virtual device made of them, then counts devices again and uses
+ * what appeared past the physical ones.  collx makes it as it makes a
+ * COLLX_MERGE device: one device striping its streams over the members'
+ * interfaces (core: collx_make_vdevice). */
 ncclResult_t shim_make_vdevice(int *d, int ndevs, const int *devs, int max_devs) {
-  int n = 0;
-  if (!d || !devs) {
-    COLLX_WARN("makeVDevice: NULL argument");
-    return ncclInvalidArgument;
-  }
-  ncclResult_t res = collx_devices(&n);
-  if (res != ncclSuccess) return res;
-  if (ndevs == 1 && devs[0] >= 0 && devs[0] < n) {
-    *d = devs[0];
-    COLLX_INFO(COLLX_LOG_NET, "makeVDevice: device %d stands for itself", devs[0]);
-    return ncclSuccess;
-  }
-  if (ndevs < 1 || ndevs > max_devs) {
-    COLLX_WARN("makeVDevice: asked to fuse %d devices (at most %d; %d device(s) exist)", ndevs,
-               max_devs, n);
-    return ncclInvalidUsage;
-  }
-  char list[64] = "";
-  int len = 0;
-  for (int i = 0; i < ndevs && len < (int)sizeof list; i++)
-    len += snprintf(list + len, sizeof list - (size_t)len, "%s%d", i ? "," : "", devs[i]);
-  COLLX_WARN("makeVDevice: collx does not fuse devices on NCCL's request (asked for %s; %d "
-             "device(s) exist); merge NICs with COLLX_MERGE instead, and set "
-             "NCCL_NET_MERGE_LEVEL=LOC so that NCCL does not ask", list, n);
-  return ncclInvalidUsage;
+  return collx_make_vdevice(devs, ndevs, max_devs, d);
 }
 
 ncclResult_t shim_connect(int dev, void *handle, void **send_comm,
@@ -159,4 +129,38 @@ ncclResult_t shim_irecv_sized(void *recv_comm, int n, void **data, const size_t 
     for (int i = 0; i < n; i++)
       if (!size_ok("irecv", sizes[i])) return ncclInvalidArgument;
   return collx_irecv(recv_comm, n, data, sizes, tags, request);
+}
+
+ncclResult_t shim_ctx_init(int abi_version, void **ctx, uint64_t comm_id,
+                           const ncclNetCommConfig_v10_t *config, ncclDebugLogger_t logger) {
+  if (ctx) *ctx = NULL;
+  /* Devices, topology and settings: once per process (init_lock); every
+   * later call only checks they are there. */
+  ncclResult_t res = shim_init(abi_version, logger);
+  if (res != ncclSuccess) return res;
+  return collx_ctx_create(comm_id, config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF, ctx);
+}
+
+ncclResult_t shim_finalize(void *ctx) { return collx_ctx_finalize(ctx); }
+
+static struct collx_flow_hint flow_hint(const ncclNetCommAttr_v11_t *a) {
+  return (struct collx_flow_hint){.max_peers = a->maxConcurrentPeers, .min_peers = a->minConcurrentPeers,
+                                  .max_flows = a->maxFlowsPerPeer, .min_flows = a->minFlowsPerPeer};
+}
+
+ncclResult_t shim_set_net_attr(void *ctx, const ncclNetAttr_v11_t *attr) {
+  if (!attr) return collx_ctx_set_hints(ctx, NULL);
+  struct collx_hints h = {.send = flow_hint(&attr->sendCommAttr), .recv = flow_hint(&attr->recvCommAttr),
+                          .op = attr->op, .algo = attr->algo, .proto = attr->proto};
+  return collx_ctx_set_hints(ctx, &h);
+}
+
+ncclResult_t shim_ctx_listen(void *ctx, int dev, void *handle, void **listen_comm) {
+  return collx_ctx_listen(ctx, dev, handle, listen_comm);
+}
+
+ncclResult_t shim_ctx_connect(void *ctx, int dev, void *handle, void **send_comm,
+                              ncclNetDeviceHandle_v8_t **dev_comm) {
+  if (dev_comm) *dev_comm = NULL; /* no device offload */
+  return collx_ctx_connect(ctx, dev, handle, send_comm);
 }

@@ -1,5 +1,5 @@
 /*
- * What the ncclNet shims (net_v7.c ... net_v10.c) share: the entry points
+ * What the ncclNet shims (net_v7.c ... net_v12.c) share: the entry points
  * whose signature did not change across the versions collx exports, and the
  * size and property conversions.  Each shim file then holds only what its
  * version does differently.  Nothing here is exported from the library.
@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "collx/net_abi.h"
+#include "core/context.h"
 #include "core/core.h"
 
 #define COLLX_EXPORT __attribute__((visibility("default")))
@@ -35,20 +36,21 @@ ncclResult_t shim_init(int abi_version, ncclDebugLogger_t logger);
     (dst)->netDeviceVersion = 0;                       \
   } while (0)
 
-/* The largest message the size_t ABIs (v9, v10) may post, as reported in
+/* The largest message the size_t ABIs (v9 and later) may post, as reported in
  * maxP2pBytes / maxCollBytes: the core's limit, capped so that test() can
  * still report the size in its int array, rounded down to a power of two
  * so that NCCL's chunking divides it. */
 size_t shim_max_bytes(size_t core_limit);
 
-/* v9/v10 properties: a physical device is a virtual NIC of one member
- * (itself); collx's own NIC merging happens below the device list. */
-void shim_fill_vprops(int dev, int *ndevs, int *devs, int max_devs);
+/* vProps (v9 and later): the physical devices a device stands for (itself
+ * for a physical one; collx's own COLLX_MERGE works below the device list). */
+void shim_fill_vprops(const struct collx_props *p, int *ndevs, int *devs, int max_devs);
 
-/* makeVDevice for v9/v10 (their vProps share one layout). */
+/* makeVDevice for v9 and later, with the version's member limit. */
 ncclResult_t shim_make_vdevice(int *d, int ndevs, const int *devs, int max_devs);
 
-/* Same signature in v7 through v9 (the device handle types are one type). */
+/* Same signature in v7 through v9 (the device handle types are one type);
+ * accept keeps it through v12. */
 ncclResult_t shim_connect(int dev, void *handle, void **send_comm,
                           ncclNetDeviceHandle_v8_t **dev_comm);
 ncclResult_t shim_accept(void *listen_comm, void **recv_comm,
@@ -65,10 +67,23 @@ ncclResult_t shim_irecv_int(void *recv_comm, int n, void **data, int *sizes, int
 ncclResult_t shim_iflush(void *recv_comm, int n, void **data, int *sizes, void **request);
 ncclResult_t shim_test(void *request, int *done, int *sizes);
 
-/* size_t sizes (v9, v10 isend/irecv), refused above shim_max_bytes(). */
+/* size_t sizes (v9 and later isend/irecv), refused above shim_max_bytes(). */
 ncclResult_t shim_isend_sized(void *send_comm, void *data, size_t size, int tag,
                               void **request);
 ncclResult_t shim_irecv_sized(void *recv_comm, int n, void **data, const size_t *sizes,
                               int *tags, void **request);
+
+/* v11 and later: per-communicator init, finalize, setNetAttr. */
+ncclResult_t shim_ctx_init(int abi_version, void **ctx, uint64_t comm_id,
+                           const ncclNetCommConfig_v10_t *config, ncclDebugLogger_t logger);
+ncclResult_t shim_finalize(void *ctx);
+ncclResult_t shim_set_net_attr(void *ctx, const ncclNetAttr_v11_t *attr);
+ncclResult_t shim_ctx_listen(void *ctx, int dev, void *handle, void **listen_comm);
+ncclResult_t shim_ctx_connect(void *ctx, int dev, void *handle, void **send_comm,
+                              ncclNetDeviceHandle_v8_t **dev_comm);
+
+/* maxMultiRequestSize (v11 and later): one request per isend/irecv call;
+ * NCCL 2.28-2.30 never asks for more (doc/deploy.md). */
+#define SHIM_MAX_MULTI_REQUEST 1
 
 #endif

@@ -2,13 +2,14 @@
  * ncclTuner v4 shim: NCCL finds this table in the net plugin's library when
  * NCCL_TUNER_PLUGIN is unset, and asks it about every collective.  The
  * policy itself is src/tune/tune.c; this file keeps the per-communicator
- * context and the settings.
+ * context and the settings, which the v6 shim (tuner_v6.c) shares.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
 
 #include "collx/tuner_abi.h"
 #include "plugin/shim_common.h"
+#include "plugin/tuner_common.h"
 #include "tune/tune.h"
 #include "util/log.h"
 #include "util/params.h"
@@ -54,8 +55,7 @@ static void log_policy(const struct tuner_ctx *c) {
 
 /* A failing init would fail the whole communicator, so a context that
  * cannot be allocated only turns the tuner off for it. */
-static ncclResult_t v4_init(size_t nranks, size_t nnodes, ncclDebugLogger_t logger,
-                            void **context) {
+ncclResult_t tuner_ctx_init(size_t nranks, size_t nnodes, ncclDebugLogger_t logger, void **context) {
   if (!context) return ncclInvalidArgument;
   collx_log_adopt_logger(logger);
   struct tuner_ctx *c = calloc(1, sizeof *c);
@@ -71,9 +71,9 @@ static ncclResult_t v4_init(size_t nranks, size_t nnodes, ncclDebugLogger_t logg
   return ncclSuccess;
 }
 
-static ncclResult_t v4_get_coll_info(void *context, ncclFunc_t coll, size_t nbytes,
-                                     int num_pipe_ops, float **cost_table, int nalgo, int nproto,
-                                     int reg_buff, int *nchannels) {
+ncclResult_t tuner_get_coll_info(void *context, ncclFunc_t coll, size_t nbytes, int num_pipe_ops,
+                                 float **cost_table, int nalgo, int nproto, int reg_buff,
+                                 int *nchannels) {
   const struct tuner_ctx *c = context;
   if (!c) return ncclSuccess;
   /* The table is one contiguous float array despite its declared type. */
@@ -82,14 +82,19 @@ static ncclResult_t v4_get_coll_info(void *context, ncclFunc_t coll, size_t nbyt
   return ncclSuccess;
 }
 
-static ncclResult_t v4_destroy(void *context) {
+ncclResult_t tuner_ctx_free(void *context) {
   free(context);
   return ncclSuccess;
+}
+
+static ncclResult_t v4_init(size_t nranks, size_t nnodes, ncclDebugLogger_t logger,
+                            void **context) {
+  return tuner_ctx_init(nranks, nnodes, logger, context);
 }
 
 COLLX_EXPORT const ncclTuner_v4_t ncclTunerPlugin_v4 = {
     .name = "collx",
     .init = v4_init,
-    .getCollInfo = v4_get_coll_info,
-    .destroy = v4_destroy,
+    .getCollInfo = tuner_get_coll_info,
+    .destroy = tuner_ctx_free,
 };

@@ -1,5 +1,5 @@
 # Deployment tests: the plugin as each NCCL generation loads it (ncclNet
-# v10, v9, v8, v7), an installation into a temporary prefix used through
+# v12 down to v7), an installation into a temporary prefix used through
 # Lmod / Environment Modules and pkg-config, and the generated settings
 # documentation.
 check_PROGRAMS += tests/deploy/test_abi_versions

@@ -173,7 +173,7 @@ check_loaded() {
   local v
   v=$(value "$p" version_out)
   check "$label: collx-info --version: $v" \
-    test "$v" = "collx $version|ncclNet ABI: v10, v9, v8, v7|"
+    test "$v" = "collx $version|ncclNet ABI: v12, v11, v10, v9, v8, v7|"
   if [ "$(value "$p" devices_rc)" = 0 ] && grep -Eq '^0 +lo ' "$p.devices"; then
     ok "$label: COLLX_IFNAME==lo collx-info lists device 0, lo"
   else

@@ -54,6 +54,7 @@
 
 #include "collx/net_abi.h"
 
+#include "../common/net_compat.h"
 #include "../common/proc.h"
 
 #define DEFAULT_PLUGIN "./.libs/libnccl-net-collx.so"
@@ -464,9 +465,9 @@ static int load_plugin(struct wctx *c) {
     failf(c, "dlopen(%s) failed: %s", g_plugin_path, dlerror());
     return -1;
   }
-  c->net = (ncclNet_v8_t *)dlsym(c->dl, PLUGIN_SYMBOL);
+  c->net = (ncclNet_v8_t *)net_compat_load(c->dl, 0); /* COLLX_DRIVER_NET_VERSION, default 8 */
   if (!c->net) {
-    failf(c, "%s does not export %s: %s", g_plugin_path, PLUGIN_SYMBOL, dlerror());
+    failf(c, "%s does not export %s: %s", g_plugin_path, net_compat_symbol(), dlerror());
     return -1;
   }
   static const char *const fnames[] = {"init",  "devices", "getProperties", "listen", "connect",

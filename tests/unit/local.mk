@@ -55,3 +55,26 @@ check_PROGRAMS += tests/unit/test_peer_finished
 TESTS += tests/unit/test_peer_finished
 tests_unit_test_peer_finished_SOURCES = tests/unit/test_peer_finished.c
 tests_unit_test_peer_finished_LDADD = libcollx-core.la
+
+# test_context: per-communicator contexts (ncclNet v11/v12) over loopback:
+# the traffic class on both ends' sockets, the stream count from
+# setNetAttr's hints, finalize closing what was left open.
+check_PROGRAMS += tests/unit/test_context
+TESTS += tests/unit/test_context
+tests_unit_test_context_SOURCES = tests/unit/test_context.c
+tests_unit_test_context_LDADD = libcollx-core.la
+
+# test_vdevice: virtual devices (makeVDevice) and rail / plane ids, on
+# hand-made device tables.
+check_PROGRAMS += tests/unit/test_vdevice
+TESTS += tests/unit/test_vdevice
+tests_unit_test_vdevice_SOURCES = tests/unit/test_vdevice.c
+tests_unit_test_vdevice_LDADD = libcollx-core.la
+
+# test_vdevice_live.sh: makeVDevice through the plugin's v12 / v11 tables on
+# nine veths in a network namespace (root; skipped otherwise).
+check_PROGRAMS += tests/unit/test_vdevice_live
+TESTS += tests/unit/test_vdevice_live.sh
+EXTRA_DIST += tests/unit/test_vdevice_live.sh
+tests_unit_test_vdevice_live_SOURCES = tests/unit/test_vdevice_live.c
+tests_unit_test_vdevice_live_LDADD = -ldl

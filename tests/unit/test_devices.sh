@@ -44,5 +44,20 @@ elif ! printf '%s\n' "$out" | grep -q 'COLLX_IFNAME="doesnotexist"'; then
   fail=1
 fi
 
+# COLLX_RAIL_ID / COLLX_PLANE_ID: the ids NCCL 2.30 gets (ncclNet v12).
+out=$(COLLX_IFNAME==lo COLLX_RAIL_ID=lo=3 COLLX_PLANE_ID=lo=1 "$info" 2>&1)
+if ! printf '%s\n' "$out" | grep -q 'rail: 3, plane: 1'; then
+  echo "FAIL: COLLX_RAIL_ID=lo=3 COLLX_PLANE_ID=lo=1: no 'rail: 3, plane: 1' line:"
+  printf '%s\n' "$out" | sed 's/^/  /'
+  fail=1
+fi
+# lo has no PCI device: the automatic rule gives it no rail.
+out=$(COLLX_IFNAME==lo "$info" 2>&1)
+if printf '%s\n' "$out" | grep -q 'rail:'; then
+  echo "FAIL: lo got a rail without COLLX_RAIL_ID:"
+  printf '%s\n' "$out" | sed 's/^/  /'
+  fail=1
+fi
+
 [ $fail -eq 0 ] && echo "test_devices: all checks passed"
 exit $fail

@@ -13,6 +13,31 @@ static void expect_streams(int mbps, int cores, int ranks, int want) {
   CHECK(got == want, "%d Mbps, %d cores, %d ranks: %d streams, expected %d", mbps, cores, ranks, got, want);
 }
 
+static void expect_hinted(int base, int peers, int flows, int want) {
+  int got = tcp_hinted_nstreams(base, peers, flows);
+  CHECK(got == want, "base %d, hints %d peers x %d flows: %d streams, expected %d", base, peers, flows,
+        got, want);
+}
+
+/* setNetAttr's hints (ncclNet v11+): the measured shapes keep the default,
+ * many concurrent flows share the streams of the measured shapes. */
+static void check_hinted(void) {
+  expect_hinted(4, -1, -1, 4);  /* no hints */
+  expect_hinted(4, 8, -1, 4);   /* half a hint */
+  expect_hinted(4, 0, 4, 4);
+  expect_hinted(4, 2, 4, 4);    /* 2 ranks, ring/tree hint, 4 channels (measured) */
+  expect_hinted(3, 4, 4, 3);    /* 4 ranks (measured) */
+  expect_hinted(4, 6, 4, 4);    /* the largest collective hint NCCL gives, 4 channels */
+  expect_hinted(4, 8, 4, 4);    /* 32 flows: still the measured budget */
+  expect_hinted(4, 16, 4, 2);   /* 64 flows: half */
+  expect_hinted(4, 64, 2, 1);   /* all-to-all over 64 peers */
+  expect_hinted(8, 512, 64, 1); /* never below one */
+  expect_hinted(3, 12, 4, 2);   /* 48 flows: 3 * 32 / 48 */
+  expect_hinted(0, 1, 1, 1);    /* a bad base still gives a stream */
+  /* Hints never raise the count. */
+  expect_hinted(2, 1, 1, 2);
+}
+
 static const char *const vars[] = {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
                                    "SLURM_NTASKS_PER_NODE"};
 
@@ -38,6 +63,7 @@ int main(void) {
   expect_streams(400000, 16, 1, 4);
   expect_streams(400000, 16, 2, 4);
   expect_streams(400000, 16, 4, 3);
+  check_hinted();
   expect_streams(400000, 16, 8, 2);
   expect_streams(400000, 16, 16, 2); /* never below two */
   expect_streams(400000, 16, 0, 4);  /* nonsense counts as one rank */

@@ -58,12 +58,34 @@ int sock_listen(const struct sockaddr *addr, socklen_t len, struct sockaddr_stor
   return fd;
 }
 
-int sock_connect_start(const struct sockaddr *to, socklen_t to_len, const struct sockaddr *from,
-                       socklen_t from_len) {
+int sock_set_tclass(int fd, int family, int tclass) {
+  if (tclass < 0) return 0;
+  if (family == AF_INET6) return setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &tclass, sizeof tclass);
+  return setsockopt(fd, IPPROTO_IP, IP_TOS, &tclass, sizeof tclass);
+}
+
+/* The class set on the listening socket before any connection arrives: the
+ * kernel answers the handshake with it, and the accepted sockets copy it. */
+int sock_listen_tc(const struct sockaddr *addr, socklen_t len, int tclass,
+                   struct sockaddr_storage *bound) {
+  int fd = sock_listen(addr, len, bound);
+  if (fd >= 0 && sock_set_tclass(fd, addr->sa_family, tclass) < 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+int sock_connect_start_tc(const struct sockaddr *to, socklen_t to_len, const struct sockaddr *from,
+                          socklen_t from_len, int tclass) {
   int fd = socket(to->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   sock_tune(fd);
-  if ((from && bind(fd, from, from_len) < 0) ||
+  /* Before connect, so that the handshake already carries the class. */
+  if (sock_set_tclass(fd, to->sa_family, tclass) < 0 ||
+      (from && bind(fd, from, from_len) < 0) ||
       (connect(fd, to, to_len) < 0 && errno != EINPROGRESS)) {
     int e = errno;
     close(fd);
@@ -71,6 +93,11 @@ int sock_connect_start(const struct sockaddr *to, socklen_t to_len, const struct
     return -1;
   }
   return fd;
+}
+
+int sock_connect_start(const struct sockaddr *to, socklen_t to_len, const struct sockaddr *from,
+                       socklen_t from_len) {
+  return sock_connect_start_tc(to, to_len, from, from_len, -1);
 }
 
 int sock_connect_done(int fd) {

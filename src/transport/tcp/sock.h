@@ -18,6 +18,20 @@ int sock_listen(const struct sockaddr *addr, socklen_t len, struct sockaddr_stor
 int sock_connect_start(const struct sockaddr *to, socklen_t to_len, const struct sockaddr *from,
                        socklen_t from_len);
 
+/* The same with the traffic class `tclass` (see sock_set_tclass) set on
+ * the socket before the connect starts and on the listening socket (the
+ * sockets accept returns inherit it). */
+int sock_connect_start_tc(const struct sockaddr *to, socklen_t to_len, const struct sockaddr *from,
+                          socklen_t from_len, int tclass);
+int sock_listen_tc(const struct sockaddr *addr, socklen_t len, int tclass,
+                   struct sockaddr_storage *bound);
+
+/* The IPv4 TOS byte (IP_TOS) or IPv6 traffic class (IPV6_TCLASS) of the
+ * socket's packets, by `family`; tclass < 0 leaves the kernel's default.
+ * The kernel keeps the two ECN bits of a TCP socket for itself, so only
+ * the DSCP part (tclass & 0xfc) is read back.  0, or -1 with errno. */
+int sock_set_tclass(int fd, int family, int tclass);
+
 /* Has the connect on fd finished?  1 yes, 0 still in progress, -1 failed
  * (errno holds the reason). */
 int sock_connect_done(int fd);

@@ -37,15 +37,38 @@ int tcp_caller_progress(void);
 /* Streams per connection when COLLX_NSTREAMS is 0, for a link of
  * speed_mbps on a node of ncores shared by local_ranks ranks. */
 int tcp_default_nstreams(int speed_mbps, int ncores, int local_ranks);
+/* Concurrent flows (peers x flows per peer) up to which the measured
+ * default stream count stands (see tcp_hinted_nstreams). */
+#define TCP_HINT_FLOWS_MEASURED 32
+/* Streams for one new connection when NCCL says (setNetAttr) that this
+ * side may talk to up to max_peers peers over up to max_flows connections
+ * each at once; `base` is the count chosen without hints.  A value <= 0
+ * means "not said". */
+int tcp_hinted_nstreams(int base, int max_peers, int max_flows);
+/* The stream count a connect proposes when given none (tcp_configure). */
+int tcp_configured_nstreams(void);
 
+/* Per-connection settings of a listen or connect. */
+struct tcp_conn_opts {
+  int nstreams;      /* streams the connector proposes; 0: the configured count */
+  int tclass;        /* IP_TOS / IPV6_TCLASS of every socket; -1: the kernel's default */
+  const void *owner; /* who a half-made connect belongs to (tcp_connect_forget) */
+};
+
+/* opts may be NULL (defaults); its tclass applies to the listening
+ * sockets and to every socket accepted from them. */
 ncclResult_t tcp_listen(const struct collx_device *dev, int dev_index, struct collx_handle *h,
-                        struct tcp_listen **out);
+                        const struct tcp_conn_opts *opts, struct tcp_listen **out);
 ncclResult_t tcp_accept(struct tcp_listen *l, struct tcp_comm **out);
 void tcp_listen_close(struct tcp_listen *l);
 
-/* One step of a non-blocking connect; *out stays NULL until connected. */
+/* One step of a non-blocking connect; *out stays NULL until connected.
+ * opts (may be NULL) is read on the first call for a handle. */
 ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, struct collx_handle *h,
-                         struct tcp_comm **out);
+                         const struct tcp_conn_opts *opts, struct tcp_comm **out);
+/* Drop the half-made connects of `owner` (their sockets are closed);
+ * returns how many there were. */
+int tcp_connect_forget(const void *owner);
 
 ncclResult_t tcp_isend(struct tcp_comm *c, void *data, size_t size, int tag,
                        struct tcp_req **out);

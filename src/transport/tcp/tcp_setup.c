@@ -53,6 +53,26 @@ int tcp_default_nstreams(int speed_mbps, int ncores, int local_ranks) {
   return want;
 }
 
+int tcp_hinted_nstreams(int base, int max_peers, int max_flows) {
+  /* The default count was measured best with NCCL's own flows running at
+   * once: 2 and 4 ranks, 4 channels each, which NCCL announces as up to 2-4
+   * peers x 4 flows (bench/NOTES.md, attempts 3, 17 and 23).  Up to
+   * TCP_HINT_FLOWS_MEASURED concurrent flows it stands.  Beyond, every
+   * flow has its streams and each stream a thread on each side, so the
+   * rank's streams are held at what the measured shapes used
+   * (base x TCP_HINT_FLOWS_MEASURED) by giving each new connection fewer,
+   * never less than one.  Hints never raise the count: more streams than
+   * the default were never measured to help. */
+  if (base < 1) base = 1;
+  if (max_peers <= 0 || max_flows <= 0) return base;
+  long flows = (long)max_peers * max_flows;
+  if (flows <= TCP_HINT_FLOWS_MEASURED) return base;
+  long want = (long)base * TCP_HINT_FLOWS_MEASURED / flows;
+  return want < 1 ? 1 : (int)want;
+}
+
+int tcp_configured_nstreams(void) { return config.nstreams; }
+
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -118,6 +138,7 @@ struct incoming {
 struct tcp_listen {
   uint32_t magic;
   int dev;
+  int tclass;               /* for every socket accepted here; -1: none */
   char devname[128];
   uint64_t secret;
   int nfds;
@@ -131,18 +152,19 @@ struct tcp_listen {
 int tcp_is_listen(const void *p) { return p && ((const struct tcp_listen *)p)->magic == TCP_MAGIC_LISTEN; }
 
 ncclResult_t tcp_listen(const struct collx_device *dev, int dev_index, struct collx_handle *h,
-                        struct tcp_listen **out) {
+                        const struct tcp_conn_opts *opts, struct tcp_listen **out) {
   struct tcp_listen *l = calloc(1, sizeof *l);
   if (!l) return ncclSystemError;
   l->magic = TCP_MAGIC_LISTEN;
   l->dev = dev_index;
+  l->tclass = opts ? opts->tclass : -1;
   snprintf(l->devname, sizeof l->devname, "%s", dev->name);
   l->secret = collx_random64();
   /* One listening socket per member interface: data streams of a merged
    * device are spread over all of them. */
   for (int i = 0; i < dev->nmembers; i++) {
     const struct collx_netif *m = &dev->members[i];
-    int fd = sock_listen((const struct sockaddr *)&m->addr, m->addr_len, &l->addrs[i]);
+    int fd = sock_listen_tc((const struct sockaddr *)&m->addr, m->addr_len, l->tclass, &l->addrs[i]);
     if (fd < 0) {
       char a[80];
       COLLX_WARN("cannot listen on %s (%s): %s", m->ifname,
@@ -179,6 +201,9 @@ static void accept_new(struct tcp_listen *l) {
       socklen_t flen = sizeof from;
       int fd = accept4(l->fds[k], (struct sockaddr *)&from, &flen, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) break;
+      /* Linux copies the class from the listener; set it anyway, so that
+       * it does not hang on that. */
+      sock_set_tclass(fd, from.ss_family, l->tclass);
       /* A flood of idle clients: the oldest goes, the newest may be the peer. */
       if (l->npending == TCP_MAX_PENDING) pending_drop(l, 0, "too many half-open connections");
       struct pending *p = &l->pending[l->npending++];
@@ -331,6 +356,8 @@ enum conn_stage { STAGE_CTRL_CONNECT, STAGE_CTRL_HELLO, STAGE_WELCOME, STAGE_STR
 
 struct tcp_connecting {
   struct collx_handle *handle; /* the handle memory this state belongs to */
+  const void *owner;           /* tcp_conn_opts.owner */
+  int tclass;
   struct collx_list node;      /* in the registry */
   enum conn_stage stage;
   int retries;
@@ -383,7 +410,8 @@ static void connecting_free(struct tcp_connecting *c, int close_fds_too) {
   free(c);
 }
 
-static struct tcp_connecting *connecting_new(struct collx_handle *h, const char **why) {
+static struct tcp_connecting *connecting_new(struct collx_handle *h, const struct tcp_conn_opts *opts,
+                                             const char **why) {
   struct tcp_connecting *c = calloc(1, sizeof *c);
   if (!c) {
     *why = "out of memory";
@@ -397,7 +425,10 @@ static struct tcp_connecting *connecting_new(struct collx_handle *h, const char 
   c->ctrl_fd = -1;
   for (int i = 0; i < TCP_MAX_STREAMS; i++) c->fds[i] = -1;
   c->conn_id = collx_random64();
-  c->nstreams = config.nstreams;
+  c->nstreams = opts && opts->nstreams > 0 ? opts->nstreams : config.nstreams;
+  if (c->nstreams > TCP_MAX_STREAMS) c->nstreams = TCP_MAX_STREAMS;
+  c->tclass = opts ? opts->tclass : -1;
+  c->owner = opts ? opts->owner : NULL;
   collx_addr_str((struct sockaddr *)&c->peer, c->peer_str, sizeof c->peer_str);
   h->connect_state = (uint64_t)(uintptr_t)c;
   pthread_mutex_lock(&registry_lock);
@@ -433,8 +464,9 @@ static ncclResult_t stage_ctrl_connect(const struct collx_device *dev, struct tc
       from = m->addr;
       sock_set_port(&from, 0);
     }
-    c->ctrl_fd = sock_connect_start((struct sockaddr *)&c->peer, sock_len(&c->peer),
-                                    m ? (struct sockaddr *)&from : NULL, m ? sock_len(&from) : 0);
+    c->ctrl_fd = sock_connect_start_tc((struct sockaddr *)&c->peer, sock_len(&c->peer),
+                                       m ? (struct sockaddr *)&from : NULL, m ? sock_len(&from) : 0,
+                                       c->tclass);
     if (c->ctrl_fd < 0) goto failed;
   }
   int r = step_connect(&c->ctrl_fd);
@@ -519,8 +551,9 @@ static int stream_step(const struct collx_device *dev, struct tcp_connecting *c,
       from = m->addr;
       sock_set_port(&from, 0);
     }
-    c->fds[i] = sock_connect_start((struct sockaddr *)&to, sock_len(&to),
-                                   m ? (struct sockaddr *)&from : NULL, m ? sock_len(&from) : 0);
+    c->fds[i] = sock_connect_start_tc((struct sockaddr *)&to, sock_len(&to),
+                                      m ? (struct sockaddr *)&from : NULL, m ? sock_len(&from) : 0,
+                                      c->tclass);
     if (c->fds[i] < 0) goto failed;
     /* Streams of a merged device run over NICs of different speeds.  A
      * socket that may queue megabytes takes its turn of pieces however
@@ -549,13 +582,38 @@ failed:
   return 0;
 }
 
+int tcp_connect_forget(const void *owner) {
+  struct collx_list *pos, *tmp, doomed = {&doomed, &doomed};
+  int n = 0;
+  if (!owner) return 0;
+  pthread_mutex_lock(&registry_lock);
+  collx_list_for_each_safe(pos, tmp, &registry) {
+    struct tcp_connecting *c = COLLX_CONTAINER_OF(pos, struct tcp_connecting, node);
+    if (c->owner != owner) continue;
+    collx_list_del(&c->node);
+    collx_list_add_tail(&doomed, &c->node);
+    n++;
+  }
+  pthread_mutex_unlock(&registry_lock);
+  /* The handle memory may be gone with its communicator: only the state
+   * and its sockets are released. */
+  collx_list_for_each_safe(pos, tmp, &doomed) {
+    struct tcp_connecting *c = COLLX_CONTAINER_OF(pos, struct tcp_connecting, node);
+    if (c->ctrl_fd >= 0) close(c->ctrl_fd);
+    for (int i = 0; i < TCP_MAX_STREAMS; i++)
+      if (c->fds[i] >= 0) close(c->fds[i]);
+    free(c);
+  }
+  return n;
+}
+
 ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, struct collx_handle *h,
-                         struct tcp_comm **out) {
+                         const struct tcp_conn_opts *opts, struct tcp_comm **out) {
   *out = NULL;
   struct tcp_connecting *c = registry_find(h);
   if (!c) {
     const char *why = NULL;
-    c = connecting_new(h, &why);
+    c = connecting_new(h, opts, &why);
     if (!c) {
       COLLX_WARN("connect on device %s: invalid handle: %s", dev->name, why);
       return ncclInvalidArgument;
