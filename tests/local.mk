@@ -9,3 +9,4 @@ include tests/topo/live.mk
 include tests/faults/local.mk
 include tests/fuzz/local.mk
 include tests/soak/local.mk
+include tests/liveness/local.mk

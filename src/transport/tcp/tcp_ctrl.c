@@ -29,11 +29,20 @@ static int timeout_s = 30;
 
 void tcp_ctrl_set_timeout(int seconds) { timeout_s = seconds; }
 
-void tcp_realtime_in(struct timespec *ts, double seconds) {
-  clock_gettime(CLOCK_REALTIME, ts);
+void tcp_deadline_in(struct timespec *ts, double seconds) {
+  clock_gettime(CLOCK_MONOTONIC, ts);
   long ns = ts->tv_nsec + (long)(seconds * 1e9);
   ts->tv_sec += ns / 1000000000L;
   ts->tv_nsec = ns % 1000000000L;
+}
+
+int tcp_cond_init(pthread_cond_t *cond) {
+  pthread_condattr_t attr;
+  if (pthread_condattr_init(&attr) != 0) return -1;
+  int rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  if (rc == 0) rc = pthread_cond_init(cond, &attr);
+  pthread_condattr_destroy(&attr);
+  return rc == 0 ? 0 : -1;
 }
 
 double tcp_now(void) {
@@ -327,11 +336,16 @@ static pthread_t wd_thread;
 /* The watchdog sleeps between ticks on a condition variable, so that the
  * last close, which stops it, does not wait out a tick. */
 static pthread_mutex_t wd_sleep_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t wd_wake = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t wd_wake;
+static pthread_once_t wd_wake_once = PTHREAD_ONCE_INIT;
+
+static void wd_wake_init(void) {
+  if (tcp_cond_init(&wd_wake) != 0) pthread_cond_init(&wd_wake, NULL); /* cannot fail on Linux */
+}
 
 static void watchdog_sleep(void) {
   struct timespec until;
-  tcp_realtime_in(&until, WATCHDOG_TICK_MS * 1e-3);
+  tcp_deadline_in(&until, WATCHDOG_TICK_MS * 1e-3);
   pthread_mutex_lock(&wd_sleep_lock);
   while (!atomic_load(&wd_stop) && pthread_cond_timedwait(&wd_wake, &wd_sleep_lock, &until) != ETIMEDOUT) {
   }
@@ -372,6 +386,7 @@ static void *watchdog(void *arg) {
 int tcp_watchdog_add(struct tcp_comm *c) {
   int rc = 0;
   atomic_store(&c->last_heard, tcp_now());
+  pthread_once(&wd_wake_once, wd_wake_init);
   pthread_mutex_lock(&wd_life);
   pthread_mutex_lock(&wd_lock);
   collx_list_add_tail(&wd_comms, &c->wd_node);

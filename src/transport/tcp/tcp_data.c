@@ -234,7 +234,7 @@ static void rx_park(struct tcp_stream *s) {
   while (!atomic_load(&c->stop) && !atomic_load(&c->error) && !atomic_load(&s->bulk_wanted) &&
          caller_polling(c)) {
     struct timespec until;
-    tcp_realtime_in(&until, TCP_PARK_WINDOW_S);
+    tcp_deadline_in(&until, TCP_PARK_WINDOW_S);
     pthread_cond_timedwait(&c->q_cond, &c->q_lock, &until);
   }
   atomic_store(&s->parked, 0);
@@ -733,7 +733,12 @@ ncclResult_t tcp_comm_start(int is_send, int dev, const char *devname, const cha
   collx_list_init(&c->queue);
   collx_list_init(&c->lane_queue);
   pthread_mutex_init(&c->q_lock, NULL);
-  pthread_cond_init(&c->q_cond, NULL);
+  if (tcp_cond_init(&c->q_cond) != 0) {
+    COLLX_WARN("cannot create a condition variable for a comm with %s", peer);
+    close_fds(ctrl_fd, nstreams, stream_fds);
+    collx_topo_free_local(c);
+    return ncclSystemError;
+  }
   pthread_mutex_init(&c->ctrl_rx_lock, NULL);
   pthread_mutex_init(&c->ctrl_tx_lock, NULL);
   for (int i = 0; i < COLLX_MAX_REQUESTS; i++) {

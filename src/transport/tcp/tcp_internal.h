@@ -244,9 +244,13 @@ void tcp_ctrl_set_timeout(int seconds);
 int tcp_watchdog_add(struct tcp_comm *c);
 void tcp_watchdog_remove(struct tcp_comm *c);
 double tcp_now(void);
-/* CLOCK_REALTIME `seconds` from now, for pthread_cond_timedwait. */
+/* Timed waits run on CLOCK_MONOTONIC, so that a step of the wall clock
+ * neither stalls a wait nor ends it early: condition variables are made
+ * with tcp_cond_init, and their deadlines with tcp_deadline_in (`seconds`
+ * from now). */
+int tcp_cond_init(pthread_cond_t *cond);
 struct timespec;
-void tcp_realtime_in(struct timespec *ts, double seconds);
+void tcp_deadline_in(struct timespec *ts, double seconds);
 
 /* Shared by the data path and the eager path (tcp_data.c). */
 void tcp_entry_account(struct tcp_req *r, int idx, uint64_t len);

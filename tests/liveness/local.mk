@@ -1,0 +1,11 @@
+# Liveness tests (issue 17): end to end through the core API (src/core/core.h)
+# with forked processes; each program runs its cases in both progress modes
+# and prints one PASS/FAIL/SKIP line per case and mode.  One case:
+#   tests/liveness/test_clock --case clock-step --mode caller
+EXTRA_DIST += tests/liveness/lv.h
+
+# test_clock: a wall-clock step does not stall the watchdog.
+check_PROGRAMS += tests/liveness/test_clock
+TESTS += tests/liveness/test_clock
+tests_liveness_test_clock_SOURCES = tests/liveness/test_clock.c
+tests_liveness_test_clock_LDADD = libcollx-core.la
