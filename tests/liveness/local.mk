@@ -9,3 +9,9 @@ check_PROGRAMS += tests/liveness/test_clock
 TESTS += tests/liveness/test_clock
 tests_liveness_test_clock_SOURCES = tests/liveness/test_clock.c
 tests_liveness_test_clock_LDADD = libcollx-core.la
+
+# test_setup: getrandom failing, the watchdog not starting, abandoned connects.
+check_PROGRAMS += tests/liveness/test_setup
+TESTS += tests/liveness/test_setup
+tests_liveness_test_setup_SOURCES = tests/liveness/test_setup.c
+tests_liveness_test_setup_LDADD = libcollx-core.la

@@ -137,7 +137,11 @@ ncclResult_t tcp_listen(const struct collx_device *dev, int dev_index, struct co
   l->magic = TCP_MAGIC_LISTEN;
   l->dev = dev_index;
   snprintf(l->devname, sizeof l->devname, "%s", dev->name);
-  l->secret = collx_random64();
+  if (collx_random64(&l->secret) != 0) {
+    COLLX_WARN("listen on %s: no random secret from the kernel (getrandom: %s)", dev->name, strerror(errno));
+    free(l);
+    return ncclSystemError;
+  }
   /* One listening socket per member interface: data streams of a merged
    * device are spread over all of them. */
   for (int i = 0; i < dev->nmembers; i++) {
@@ -383,7 +387,7 @@ static void connecting_free(struct tcp_connecting *c, int close_fds_too) {
   free(c);
 }
 
-static struct tcp_connecting *connecting_new(struct collx_handle *h, const char **why) {
+static struct tcp_connecting *connecting_new(struct collx_handle *h, const char **why, int *sys_err) {
   struct tcp_connecting *c = calloc(1, sizeof *c);
   if (!c) {
     *why = "out of memory";
@@ -393,10 +397,15 @@ static struct tcp_connecting *connecting_new(struct collx_handle *h, const char 
     free(c);
     return NULL;
   }
+  if (collx_random64(&c->conn_id) != 0) {
+    *why = "no random connection id from the kernel (getrandom failed)";
+    *sys_err = errno;
+    free(c);
+    return NULL;
+  }
   c->handle = h;
   c->ctrl_fd = -1;
   for (int i = 0; i < TCP_MAX_STREAMS; i++) c->fds[i] = -1;
-  c->conn_id = collx_random64();
   c->nstreams = config.nstreams;
   collx_addr_str((struct sockaddr *)&c->peer, c->peer_str, sizeof c->peer_str);
   h->connect_state = (uint64_t)(uintptr_t)c;
@@ -548,7 +557,12 @@ ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, struct c
   struct tcp_connecting *c = registry_find(h);
   if (!c) {
     const char *why = NULL;
-    c = connecting_new(h, &why);
+    int sys_err = 0;
+    c = connecting_new(h, &why, &sys_err);
+    if (!c && sys_err) {
+      COLLX_WARN("connect on device %s: %s: %s", dev->name, why, strerror(sys_err));
+      return ncclSystemError;
+    }
     if (!c) {
       COLLX_WARN("connect on device %s: invalid handle: %s", dev->name, why);
       return ncclInvalidArgument;
