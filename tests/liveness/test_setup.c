@@ -8,7 +8,11 @@
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 
 #include "lv.h"
@@ -26,6 +30,15 @@ ssize_t getrandom(void *buf, size_t len, unsigned flags) {
 }
 
 /* ---- cases -------------------------------------------------------------- */
+
+/* A sender that connects, then waits for the parent's cue and closes. */
+static int idle_sender(void *send, int to_parent, int from_parent) {
+  char cue;
+  (void)to_parent;
+  lv_wait_cue(from_parent, &cue);
+  collx_close_send(send);
+  return 0;
+}
 
 /* No randomness: listen and connect fail with a WARN instead of making a
  * guessable secret from the time and pid. */
@@ -52,9 +65,45 @@ static int no_randomness(void) {
   return 0;
 }
 
+/* The shared serial file in /dev/shm is opened without following a link:
+ * another user's link at that name must not make collx write (and extend)
+ * a file the link points to.  Runs in a private mount namespace with its
+ * own /dev/shm, so the real one is left alone. */
+static int shm_symlink(void) {
+  if (geteuid() != 0) {
+    lv_say("needs root for a private /dev/shm");
+    return LV_SKIP;
+  }
+  if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+      mount("lv-shm", "/dev/shm", "tmpfs", 0, "mode=1777") != 0) {
+    lv_say("no private mount namespace: %s", strerror(errno));
+    return LV_SKIP;
+  }
+  const char *target = "/dev/shm/victim";
+  int fd = open(target, O_CREAT | O_WRONLY, 0644);
+  LV_REQUIRE(fd >= 0, "create %s", target);
+  close(fd);
+  char link[64];
+  snprintf(link, sizeof link, "/dev/shm/collx-serials-%u", (unsigned)getuid());
+  LV_REQUIRE(symlink(target, link) == 0, "symlink %s", link);
+  struct lv_pair p;
+  LV_REQUIRE(lv_pair_start(&p, idle_sender) == 0, "pair setup");
+  struct stat st;
+  LV_REQUIRE(stat(target, &st) == 0, "stat %s", target);
+  lv_cue(p.to_child, 'q');
+  LV_REQUIRE(lv_pair_reap(&p) == 0, "sender failed");
+  collx_close_recv(p.recv);
+  collx_close_listen(p.listen);
+  LV_REQUIRE(st.st_size == 0, "the file a link in /dev/shm points to was extended to %lld bytes",
+             (long long)st.st_size);
+  lv_say("the link was not followed; connections were made all the same");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   static const struct lv_case cases[] = {
       {"no-randomness", no_randomness, 10, 0},
+      {"shm-symlink", shm_symlink, 10, 0},
   };
   return lv_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 }
