@@ -100,10 +100,74 @@ static int shm_symlink(void) {
   return 0;
 }
 
+/* A network namespace of our own with lo up, for cases that change its
+ * settings.  0, or LV_SKIP when this is not possible here. */
+static int own_netns(void) {
+  if (geteuid() != 0 || unshare(CLONE_NEWNET) != 0) {
+    lv_say("needs root and network namespaces");
+    return LV_SKIP;
+  }
+  if (system("ip link set lo up") != 0) {
+    lv_say("cannot bring lo up in a new namespace");
+    return LV_SKIP;
+  }
+  return 0;
+}
+
+/* Connect and accept in one process, stepping both, until both are up. */
+static int pair_in_process(void *listen, char *handle, void **send, void **recv) {
+  double until = now_s() + 5;
+  *send = *recv = NULL;
+  while ((!*send || !*recv) && now_s() < until) {
+    if (!*send && collx_connect(0, handle, send) != ncclSuccess) return -1;
+    if (!*recv && collx_accept(listen, recv) != ncclSuccess) return -1;
+  }
+  return *send && *recv ? 0 : -1;
+}
+
+/* Sockets that connect bind their source address without reserving a port
+ * (IP_BIND_ADDRESS_NO_PORT): the port is picked at connect, per
+ * destination.  With only 16 ephemeral ports, 4 listeners and 3 comms to
+ * each (3 sockets per comm, 36 in all) fit only that way. */
+#define PORT_LISTENERS 4
+#define PORT_COMMS 3
+static int ephemeral_ports(void) {
+  int rc = own_netns();
+  if (rc) return rc;
+  FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "w");
+  LV_REQUIRE(f && fprintf(f, "40000 40015\n") > 0 && fclose(f) == 0, "set the port range");
+  setenv("COLLX_NSTREAMS", "2", 1);
+  LV_REQUIRE(lv_init() == 0, "init");
+  void *listen[PORT_LISTENERS], *send[PORT_LISTENERS][PORT_COMMS], *recv[PORT_LISTENERS][PORT_COMMS];
+  char handle[PORT_LISTENERS][NCCL_NET_HANDLE_MAXSIZE];
+  memset(handle, 0, sizeof handle);
+  for (int l = 0; l < PORT_LISTENERS; l++)
+    LV_REQUIRE(collx_listen(0, handle[l], &listen[l]) == ncclSuccess, "listen %d", l);
+  for (int k = 0; k < PORT_COMMS; k++)
+    for (int l = 0; l < PORT_LISTENERS; l++) {
+      char h[NCCL_NET_HANDLE_MAXSIZE];
+      memcpy(h, handle[l], sizeof h);
+      LV_REQUIRE(pair_in_process(listen[l], h, &send[l][k], &recv[l][k]) == 0,
+                 "connection %d to listener %d of %d x %d (%d sockets) failed", k, l, PORT_COMMS,
+                 PORT_LISTENERS, 3 * PORT_COMMS * PORT_LISTENERS);
+    }
+  for (int l = 0; l < PORT_LISTENERS; l++) {
+    for (int k = 0; k < PORT_COMMS; k++) {
+      collx_close_send(send[l][k]);
+      collx_close_recv(recv[l][k]);
+    }
+    collx_close_listen(listen[l]);
+  }
+  lv_say("%d connections (%d connecting sockets) over 16 ephemeral ports", PORT_COMMS * PORT_LISTENERS,
+         3 * PORT_COMMS * PORT_LISTENERS);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   static const struct lv_case cases[] = {
       {"no-randomness", no_randomness, 10, 0},
       {"shm-symlink", shm_symlink, 10, 0},
+      {"ephemeral-ports", ephemeral_ports, 20, 0},
   };
   return lv_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 }

@@ -57,6 +57,11 @@ int sock_connect_start(const struct sockaddr *to, socklen_t to_len, const struct
   int fd = socket(to->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   sock_tune(fd);
+  /* The source address is fixed here, its port at connect: a port then
+   * serves one socket per destination instead of one socket in all, and
+   * thousands of comms do not run out of ephemeral ports. */
+  int one = 1;
+  if (from) setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
   if ((from && bind(fd, from, from_len) < 0) ||
       (connect(fd, to, to_len) < 0 && errno != EINPROGRESS)) {
     int e = errno;
