@@ -14,4 +14,4 @@ tests_liveness_test_clock_LDADD = libcollx-core.la
 check_PROGRAMS += tests/liveness/test_setup
 TESTS += tests/liveness/test_setup
 tests_liveness_test_setup_SOURCES = tests/liveness/test_setup.c
-tests_liveness_test_setup_LDADD = libcollx-core.la
+tests_liveness_test_setup_LDADD = libcollx-core.la -ldl

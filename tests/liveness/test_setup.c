@@ -29,6 +29,19 @@ ssize_t getrandom(void *buf, size_t len, unsigned flags) {
   return syscall(SYS_getrandom, buf, len, flags);
 }
 
+static volatile int fail_pthread_create;
+
+/* As under a pids cgroup at its limit: EAGAIN, returned (errno untouched). */
+int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
+  if (fail_pthread_create) {
+    errno = 0;
+    return EAGAIN;
+  }
+  static int (*real)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+  if (!real) *(void **)&real = dlsym(RTLD_NEXT, "pthread_create");
+  return real(t, attr, fn, arg);
+}
+
 /* ---- cases -------------------------------------------------------------- */
 
 /* A sender that connects, then waits for the parent's cue and closes. */
@@ -163,11 +176,40 @@ static int ephemeral_ports(void) {
   return 0;
 }
 
+/* The watchdog thread cannot start: the comm fails with the reason
+ * pthread_create gave, and nothing of it stays registered, so that the
+ * next comms start and stop the watchdog as if it had never happened (no
+ * thread left running after the last close, no freed comm on its list).
+ * Caller progress: the watchdog is the only thread a comm starts. */
+static int watchdog_no_thread(void) {
+  setenv("COLLX_PROGRESS", "caller", 1);
+  LV_REQUIRE(lv_init() == 0, "init");
+  char handle[NCCL_NET_HANDLE_MAXSIZE] = {0}, h[NCCL_NET_HANDLE_MAXSIZE];
+  void *listen = NULL, *send = NULL, *recv = NULL;
+  LV_REQUIRE(collx_listen(0, handle, &listen) == ncclSuccess, "listen");
+  memcpy(h, handle, sizeof h);
+  fail_pthread_create = 1;
+  LV_REQUIRE(pair_in_process(listen, h, &send, &recv) != 0, "a comm came up without its watchdog");
+  fail_pthread_create = 0;
+  LV_REQUIRE(lv_warned(strerror(EAGAIN)), "the WARN does not give pthread_create's error (%s)", strerror(EAGAIN));
+  LV_REQUIRE(collx_live_threads() == 0, "%d plugin threads alive after the failed start", collx_live_threads());
+  memcpy(h, handle, sizeof h);
+  LV_REQUIRE(pair_in_process(listen, h, &send, &recv) == 0, "no comm once threads can start again");
+  LV_REQUIRE(collx_live_threads() == 1, "%d plugin threads with one pair up (the watchdog)", collx_live_threads());
+  collx_close_send(send);
+  collx_close_recv(recv);
+  collx_close_listen(listen);
+  LV_REQUIRE(collx_live_threads() == 0, "%d plugin threads alive after every comm closed: the failed comm "
+             "is still counted", collx_live_threads());
+  return 0;
+}
+
 int main(int argc, char **argv) {
   static const struct lv_case cases[] = {
       {"no-randomness", no_randomness, 10, 0},
       {"shm-symlink", shm_symlink, 10, 0},
       {"ephemeral-ports", ephemeral_ports, 20, 0},
+      {"watchdog-no-thread", watchdog_no_thread, 10, 0},
   };
   return lv_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 }

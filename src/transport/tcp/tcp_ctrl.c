@@ -395,11 +395,17 @@ int tcp_watchdog_add(struct tcp_comm *c) {
   if (!wd_started) {
     atomic_store(&wd_stop, 0);
     atomic_fetch_add(&tcp_live_threads, 1);
-    if (pthread_create(&wd_thread, NULL, watchdog, NULL) == 0) {
+    int err = pthread_create(&wd_thread, NULL, watchdog, NULL);
+    if (err == 0) {
       wd_started = 1;
     } else {
+      /* Nothing of this comm stays registered: the caller frees it. */
       atomic_fetch_sub(&tcp_live_threads, 1);
-      COLLX_WARN("cannot start the watchdog thread: %s", strerror(errno));
+      pthread_mutex_lock(&wd_lock);
+      collx_list_del(&c->wd_node);
+      wd_count--;
+      pthread_mutex_unlock(&wd_lock);
+      COLLX_WARN("cannot start the watchdog thread for the connection with %s: %s", c->peer, strerror(err));
       rc = -1;
     }
   }

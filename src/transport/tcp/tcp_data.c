@@ -764,9 +764,10 @@ ncclResult_t tcp_comm_start(int is_send, int dev, const char *devname, const cha
   for (int i = 0; i < nstreams && !caller_progress; i++) {
     struct tcp_stream *s = &c->streams[i];
     atomic_fetch_add(&tcp_live_threads, 1);
-    if (pthread_create(&s->thread, NULL, is_send ? tx_thread : rx_thread, s) != 0) {
+    int err = pthread_create(&s->thread, NULL, is_send ? tx_thread : rx_thread, s);
+    if (err != 0) {
       atomic_fetch_sub(&tcp_live_threads, 1);
-      COLLX_WARN("cannot start stream thread %d for %s: %s", i, peer, strerror(errno));
+      COLLX_WARN("cannot start stream thread %d for %s: %s", i, peer, strerror(err));
       tcp_comm_close(c);
       return ncclSystemError;
     }
