@@ -204,12 +204,43 @@ static int watchdog_no_thread(void) {
   return 0;
 }
 
+/* Connects NCCL gives up on (abort) hold sockets until the plugin notices
+ * nobody calls for them any more: 2 x COLLX_CONNECT_TIMEOUT. */
+#define ABANDONED 3
+static int abandoned_connects(void) {
+  setenv("COLLX_CONNECT_TIMEOUT", "1", 1);
+  LV_REQUIRE(lv_init() == 0, "init");
+  char handle[NCCL_NET_HANDLE_MAXSIZE] = {0}, h[ABANDONED][NCCL_NET_HANDLE_MAXSIZE];
+  void *listen = NULL, *send = NULL;
+  LV_REQUIRE(collx_listen(0, handle, &listen) == ncclSuccess, "listen");
+  int before = count_fds();
+  /* The listener never accepts: each connect waits for its welcome. */
+  for (int k = 0; k < ABANDONED; k++) {
+    memcpy(h[k], handle, sizeof h[k]);
+    for (int i = 0; i < 20; i++) {
+      LV_REQUIRE(collx_connect(0, h[k], &send) == ncclSuccess && !send, "connect %d", k);
+      sleep_s(0.001);
+    }
+  }
+  int during = count_fds();
+  LV_REQUIRE(during >= before + ABANDONED, "the connects hold %d sockets, expected %d", during - before, ABANDONED);
+  double t0 = now_s();
+  sleep_s(2.2);
+  collx_close_listen(listen); /* as an abort does */
+  int after = count_fds() + 1; /* the listening socket is closed too */
+  LV_REQUIRE(after == before, "%d sockets of abandoned connects still open after %.1f s", after - before, now_s() - t0);
+  lv_say("sockets of %d abandoned connects closed %.1f s after their last call (COLLX_CONNECT_TIMEOUT=1)",
+         ABANDONED, now_s() - t0);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   static const struct lv_case cases[] = {
       {"no-randomness", no_randomness, 10, 0},
       {"shm-symlink", shm_symlink, 10, 0},
       {"ephemeral-ports", ephemeral_ports, 20, 0},
       {"watchdog-no-thread", watchdog_no_thread, 10, 0},
+      {"abandoned-connects", abandoned_connects, 10, 0},
   };
   return lv_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 }

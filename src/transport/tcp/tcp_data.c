@@ -587,7 +587,10 @@ ncclResult_t tcp_irecv(struct tcp_comm *c, int n, void **data, const size_t *siz
   atomic_store(&c->recv_seq, seq + 1);
   COLLX_TL(COLLX_TL_IRECV, c->tl_key, seq + 1);
   ncclResult_t res = tcp_ctrl_send_cts(c, r);
-  if (res != ncclSuccess) return res;
+  if (res != ncclSuccess) {
+    tcp_req_release(r); /* the caller never sees it: nobody else would */
+    return res;
+  }
   *out = r;
   /* An early message for this receive may already be staged, its lane
    * blocked until now: start it.  What is still in the socket is read by
@@ -805,6 +808,7 @@ static void log_stats(const struct tcp_comm *c) {
 }
 
 void tcp_comm_close(struct tcp_comm *c) {
+  tcp_connect_reap();
   if (c->magic == TCP_MAGIC_SEND || c->magic == TCP_MAGIC_RECV) log_stats(c);
   if (c->watched) tcp_watchdog_remove(c);
   atomic_store(&c->stop, 1);

@@ -210,6 +210,10 @@ ncclResult_t tcp_comm_start(int is_send, int dev, const char *devname, const cha
 
 extern atomic_int tcp_live_threads;
 
+/* Release connects NCCL has stopped calling (tcp_setup.c); cheap, called
+ * from connect, listen close and comm close. */
+void tcp_connect_reap(void);
+
 /* Closed objects are kept, marked dead, for a while before their memory is
  * released, so that a second close or a test on a request of a closed comm
  * reads a dead magic and gets a clear error instead of touching freed

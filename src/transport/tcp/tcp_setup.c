@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -314,6 +315,7 @@ ncclResult_t tcp_accept(struct tcp_listen *l, struct tcp_comm **out) {
 }
 
 void tcp_listen_close(struct tcp_listen *l) {
+  tcp_connect_reap();
   if (!l) return;
   for (int i = 0; i < l->nfds; i++) close(l->fds[i]);
   while (l->npending) pending_drop(l, 0, NULL);
@@ -336,6 +338,7 @@ enum conn_stage { STAGE_CTRL_CONNECT, STAGE_CTRL_HELLO, STAGE_WELCOME, STAGE_STR
 struct tcp_connecting {
   struct collx_handle *handle; /* the handle memory this state belongs to */
   struct collx_list node;      /* in the registry */
+  double last_call;            /* when connect last stepped it (registry_lock) */
   enum conn_stage stage;
   int retries;
   struct sockaddr_storage peer;
@@ -370,8 +373,40 @@ static struct tcp_connecting *registry_find(struct collx_handle *h) {
     struct tcp_connecting *c = COLLX_CONTAINER_OF(pos, struct tcp_connecting, node);
     if (c->handle == h && (uint64_t)(uintptr_t)c == h->connect_state) found = c;
   }
+  if (found) found->last_call = now_s();
   pthread_mutex_unlock(&registry_lock);
   return found;
+}
+
+static void connecting_close_fds(struct tcp_connecting *c) {
+  if (c->ctrl_fd >= 0) close(c->ctrl_fd);
+  for (int i = 0; i < TCP_MAX_STREAMS; i++)
+    if (c->fds[i] >= 0) close(c->fds[i]);
+}
+
+/* NCCL stops calling connect for a handle it gives up on (abort) and
+ * never says so.  Past twice the listener's setup deadline the listener
+ * has dropped its half anyway: the state is released with its sockets.  A
+ * connect that does come back for that handle starts afresh (its
+ * connect_state no longer names an entry). */
+void tcp_connect_reap(void) {
+  static _Atomic double last_sweep;
+  double t = now_s();
+  if (t - atomic_load(&last_sweep) < 0.1) return;
+  atomic_store(&last_sweep, t);
+  double idle_max = 2.0 * config.connect_timeout_s;
+  struct collx_list *pos, *tmp;
+  pthread_mutex_lock(&registry_lock);
+  collx_list_for_each_safe(pos, tmp, &registry) {
+    struct tcp_connecting *c = COLLX_CONTAINER_OF(pos, struct tcp_connecting, node);
+    if (t - c->last_call <= idle_max) continue;
+    COLLX_INFO(COLLX_LOG_NET, "connect to %s abandoned (not called for %.0f s): its sockets are closed",
+               c->peer_str, t - c->last_call);
+    collx_list_del(&c->node); /* its handle may be gone: not touched */
+    connecting_close_fds(c);
+    free(c);
+  }
+  pthread_mutex_unlock(&registry_lock);
 }
 
 static void connecting_free(struct tcp_connecting *c, int close_fds_too) {
@@ -379,11 +414,7 @@ static void connecting_free(struct tcp_connecting *c, int close_fds_too) {
   collx_list_del(&c->node);
   pthread_mutex_unlock(&registry_lock);
   c->handle->connect_state = 0;
-  if (close_fds_too) {
-    if (c->ctrl_fd >= 0) close(c->ctrl_fd);
-    for (int i = 0; i < TCP_MAX_STREAMS; i++)
-      if (c->fds[i] >= 0) close(c->fds[i]);
-  }
+  if (close_fds_too) connecting_close_fds(c);
   free(c);
 }
 
@@ -410,6 +441,7 @@ static struct tcp_connecting *connecting_new(struct collx_handle *h, const char 
   collx_addr_str((struct sockaddr *)&c->peer, c->peer_str, sizeof c->peer_str);
   h->connect_state = (uint64_t)(uintptr_t)c;
   pthread_mutex_lock(&registry_lock);
+  c->last_call = now_s();
   collx_list_add_tail(&registry, &c->node);
   pthread_mutex_unlock(&registry_lock);
   return c;
@@ -554,6 +586,7 @@ failed:
 ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, struct collx_handle *h,
                          struct tcp_comm **out) {
   *out = NULL;
+  tcp_connect_reap();
   struct tcp_connecting *c = registry_find(h);
   if (!c) {
     const char *why = NULL;
