@@ -15,3 +15,10 @@ check_PROGRAMS += tests/liveness/test_setup
 TESTS += tests/liveness/test_setup
 tests_liveness_test_setup_SOURCES = tests/liveness/test_setup.c
 tests_liveness_test_setup_LDADD = libcollx-core.la -ldl
+
+# test_frozen: a frozen sender behind an unread eager message is found out;
+# a live one is not.
+check_PROGRAMS += tests/liveness/test_frozen
+TESTS += tests/liveness/test_frozen
+tests_liveness_test_frozen_SOURCES = tests/liveness/test_frozen.c
+tests_liveness_test_frozen_LDADD = libcollx-core.la

@@ -355,6 +355,7 @@ static void watchdog_sleep(void) {
 static void watch_one(struct tcp_comm *c, double now) {
   if (atomic_load(&c->error) || atomic_load(&c->stop)) return;
   ctrl_heartbeat(c, now);
+  tcp_streams_watch(c, now);
   tcp_ctrl_drain(c);
   double silent = now - atomic_load(&c->last_heard);
   /* A peer that closed its control socket has said goodbye: what is left

@@ -85,6 +85,15 @@ static int rx_accept_header(struct tcp_stream *s) {
   struct tcp_comm *c = s->comm;
   struct wire_piece *h = &s->rx_hdr;
   struct tcp_req *r = NULL;
+  if (h->magic == WIRE_MAGIC && h->flags == WIRE_PIECE_HEARTBEAT) {
+    const char *bad = NULL;
+    if (wire_piece_check(h, 0, &bad) != 0) {
+      tcp_comm_fail(c, ncclRemoteError, bad);
+      return -1;
+    }
+    s->rx_req = NULL; /* rx_pump counts it as heard */
+    return 0;
+  }
   if (h->magic == WIRE_MAGIC)
     r = atomic_load_explicit(&c->by_seq[h->seq % TCP_SEQ_SLOTS], memory_order_acquire);
   if (h->magic == WIRE_MAGIC && (!r || r->seq != h->seq || h->idx >= r->n)) {
@@ -143,7 +152,7 @@ static int rx_copy_staged(struct tcp_stream *s) {
  * more.  Small pieces arrive with their header in one recv into the
  * staging buffer; the bulk of a large piece goes straight from the socket
  * into the receive buffer.  Returns 1 if any byte arrived. */
-static int rx_pump(struct tcp_stream *s, int small_only) {
+static int rx_pump_once(struct tcp_stream *s, int small_only) {
   struct tcp_comm *c = s->comm;
   int progress = 0, dry = 0;
   if (atomic_load(&s->eof)) return 0;
@@ -212,6 +221,13 @@ static int rx_pump(struct tcp_stream *s, int small_only) {
     }
   }
   return progress;
+}
+
+/* Bytes from the peer on any socket mean it is alive (the watchdog). */
+static int rx_pump(struct tcp_stream *s, int small_only) {
+  int got = rx_pump_once(s, small_only);
+  if (got) atomic_store_explicit(&s->comm->last_heard, tcp_now(), memory_order_relaxed);
+  return got;
 }
 
 /* The stream is in the middle of a piece too large for the caller. */
@@ -321,6 +337,39 @@ static enum sock_io tx_write_piece(struct tcp_stream *s) {
   return SOCK_IO_DONE;
 }
 
+/* Write as much of the stream's heartbeat as the socket takes.  A failure
+ * is left to the writes of pieces and the control socket to judge. */
+static enum sock_io tx_write_heartbeat(struct tcp_stream *s) {
+  enum sock_io io = sock_send_some(s->fd, &s->hb, sizeof s->hb, &s->hb_done);
+  if (io != SOCK_IO_AGAIN) s->hb_active = 0;
+  return io == SOCK_IO_AGAIN ? io : SOCK_IO_DONE;
+}
+
+void tcp_streams_watch(struct tcp_comm *c, double now) {
+  if (c->magic == TCP_MAGIC_SEND) {
+    /* On the first stream between pieces: a stream in the middle of one
+     * shows life by its payload. */
+    struct tcp_stream *s = &c->streams[0];
+    if (now - c->last_stream_hb < 1.0 || pthread_mutex_trylock(&s->lock) != 0) return;
+    if (!s->hb_active && !s->tx_req) {
+      s->hb = (struct wire_piece){.magic = WIRE_MAGIC, .flags = WIRE_PIECE_HEARTBEAT};
+      s->hb_done = 0;
+      s->hb_active = 1;
+    }
+    if (s->hb_active) tx_write_heartbeat(s);
+    c->last_stream_hb = now;
+    pthread_mutex_unlock(&s->lock);
+    return;
+  }
+  if (!caller_progress) return; /* the stream threads read */
+  for (int i = 0; i < c->nstreams; i++) {
+    struct tcp_stream *s = &c->streams[i];
+    if (pthread_mutex_trylock(&s->lock) != 0) continue;
+    rx_pump(s, 0);
+    pthread_mutex_unlock(&s->lock);
+  }
+}
+
 enum tx_state { TX_IDLE, TX_BLOCKED, TX_FAILED };
 
 /* One piece's worth of sending on a stream: 1 if a piece went out whole,
@@ -329,6 +378,7 @@ enum tx_state { TX_IDLE, TX_BLOCKED, TX_FAILED };
 static int tx_step(struct tcp_stream *s) {
   struct tcp_comm *c = s->comm;
   if (atomic_load(&c->error)) return 0;
+  if (s->hb_active && tx_write_heartbeat(s) != SOCK_IO_DONE) return 0;
   if (!s->tx_req && !tx_take_piece(s)) return 0;
   enum sock_io io = tx_write_piece(s);
   if (io == SOCK_IO_DONE) return 1;
@@ -447,12 +497,17 @@ void tcp_req_release(struct tcp_req *r) {
 static void send_truncation(struct tcp_comm *c, uint32_t seq, int idx, size_t size) {
   struct tcp_stream *s = &c->streams[0];
   pthread_mutex_lock(&s->lock);
-  /* Finish the piece in progress so the header lands on a boundary. */
-  while (s->tx_req && tx_write_piece(s) == SOCK_IO_AGAIN) {
+  /* Finish the heartbeat and the piece in progress so the header lands
+   * on a boundary. */
+  while (s->hb_active && tx_write_heartbeat(s) == SOCK_IO_AGAIN) {
     struct pollfd p = {.fd = s->fd, .events = POLLOUT};
     if (poll(&p, 1, 1000) <= 0) break;
   }
-  if (!s->tx_req) {
+  while (!s->hb_active && s->tx_req && tx_write_piece(s) == SOCK_IO_AGAIN) {
+    struct pollfd p = {.fd = s->fd, .events = POLLOUT};
+    if (poll(&p, 1, 1000) <= 0) break;
+  }
+  if (!s->tx_req && !s->hb_active) {
     struct wire_piece h = {.magic = WIRE_MAGIC, .idx = (uint8_t)idx,
                            .flags = WIRE_PIECE_TRUNCATED, .seq = seq, .total = size};
     size_t done = 0;

@@ -273,8 +273,8 @@ void tcp_eager_read(struct tcp_comm *c) {
       if (len) {
         int r = lane_record(c, len);
         /* Waiting for its receive, the record holds back the peer's
-         * heartbeats behind it: the peer is not silent, we are not reading. */
-        if (r == 0) atomic_store(&c->last_heard, tcp_now());
+         * heartbeats behind it; they come on a data stream too
+         * (WIRE_PIECE_HEARTBEAT), which is always read. */
         atomic_store(&c->lane_blocked, r == 0);
         if (r <= 0) return;
         continue;

@@ -103,6 +103,10 @@ struct tcp_stream {
   atomic_int parked;
   atomic_int bulk_wanted;
   atomic_int eof;         /* the peer closed this stream between pieces */
+  /* send side: a heartbeat being written between pieces (s->lock) */
+  struct wire_piece hb;
+  size_t hb_done;
+  int hb_active;
 };
 
 /* The CTS records a sender has received, indexed by seq % MAX_REQUESTS. */
@@ -175,7 +179,10 @@ struct tcp_comm {
   size_t lane_rx_got;
   uint32_t eager_seq;            /* first receive early messages may still fill */
   double last_sent;           /* heartbeat, watchdog only */
-  _Atomic double last_heard;  /* any record from the peer */
+  double last_stream_hb;      /* heartbeat on a data stream, watchdog only */
+  /* The last time the peer was heard: bytes read from any of its sockets
+   * (never bytes left unread, which may be old). */
+  _Atomic double last_heard;
   struct collx_list wd_node;
   int watched;                /* registered with the watchdog */
   /* COLLX_TIMELINE builds (util/timeline.h): the connection's key, and
@@ -261,6 +268,11 @@ void tcp_entry_account(struct tcp_req *r, int idx, uint64_t len);
 void tcp_warn_truncated(const struct tcp_comm *c, struct tcp_req *r, int idx, uint64_t size);
 struct tcp_req *tcp_req_alloc(struct tcp_comm *c);
 void tcp_req_release(struct tcp_req *r);
+
+/* The watchdog's tick on the data streams (tcp_data.c): a send comm writes
+ * a heartbeat on an idle stream; with COLLX_PROGRESS=caller a receive comm
+ * reads its streams, which no thread of its own does. */
+void tcp_streams_watch(struct tcp_comm *c, double now);
 
 /* Eager messages (tcp_eager.c). */
 extern size_t tcp_eager_size;
