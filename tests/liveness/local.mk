@@ -22,3 +22,9 @@ check_PROGRAMS += tests/liveness/test_frozen
 TESTS += tests/liveness/test_frozen
 tests_liveness_test_frozen_SOURCES = tests/liveness/test_frozen.c
 tests_liveness_test_frozen_LDADD = libcollx-core.la
+
+# test_connect: a slow connector, a flooded listening port.
+check_PROGRAMS += tests/liveness/test_connect
+TESTS += tests/liveness/test_connect
+tests_liveness_test_connect_SOURCES = tests/liveness/test_connect.c
+tests_liveness_test_connect_LDADD = libcollx-core.la

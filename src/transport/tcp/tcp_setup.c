@@ -27,6 +27,9 @@
 #define TCP_MAX_INCOMING 64
 /* Refused connects retried before giving up (listener backlog overflow). */
 #define TCP_CONNECT_RETRIES 50
+/* Handshakes a connector starts over after the listener dropped it (its
+ * setup deadline passed, or a flood of other clients pushed it out). */
+#define TCP_CONNECT_RESTARTS 10
 
 static struct tcp_config config = {.nstreams = 2, .max_piece = 512 * 1024, .connect_timeout_s = 5, .timeout_s = 30};
 
@@ -341,6 +344,7 @@ struct tcp_connecting {
   double last_call;            /* when connect last stepped it (registry_lock) */
   enum conn_stage stage;
   int retries;
+  int restarts;
   struct sockaddr_storage peer;
   char peer_str[64];
   uint64_t secret;
@@ -466,6 +470,33 @@ static int step_connect(int *fd) {
   return r;
 }
 
+/* The listener dropped this handshake: start it over with a new
+ * connection id (the listener may still hold the old one), unless it has
+ * happened too often, then fail with the WARN `what` says. */
+static ncclResult_t listener_dropped(const struct collx_device *dev, struct tcp_connecting *c,
+                                     const char *what) {
+  uint64_t id;
+  if (c->restarts < TCP_CONNECT_RESTARTS && collx_random64(&id) == 0) {
+    c->restarts++;
+    COLLX_INFO(COLLX_LOG_NET | COLLX_LOG_INIT, "connect to %s on %s: %s; starting the handshake again (%d of %d)",
+               c->peer_str, dev->name, what, c->restarts, TCP_CONNECT_RESTARTS);
+    connecting_close_fds(c);
+    c->ctrl_fd = -1;
+    for (int i = 0; i < TCP_MAX_STREAMS; i++) {
+      c->fds[i] = -1;
+      c->connected[i] = 0;
+      c->ssent[i] = 0;
+    }
+    c->hello_sent = c->welcome_got = c->ready_got = 0;
+    c->conn_id = id;
+    c->nstreams = config.nstreams;
+    c->stage = STAGE_CTRL_CONNECT;
+    return ncclSuccess;
+  }
+  COLLX_WARN("connect to %s on device %s: %s (after %d new starts)", c->peer_str, dev->name, what, c->restarts);
+  return ncclRemoteError;
+}
+
 static ncclResult_t stage_ctrl_connect(const struct collx_device *dev, struct tcp_connecting *c) {
   if (c->ctrl_fd < 0) {
     const struct collx_netif *m = stream_member(dev, 0, &c->peer);
@@ -497,9 +528,9 @@ static ncclResult_t stage_ctrl_hello(const struct collx_device *dev, struct tcp_
   enum sock_io io = sock_send_some(c->ctrl_fd, &c->hello, sizeof c->hello, &c->hello_sent);
   if (io == SOCK_IO_AGAIN) return ncclSuccess;
   if (io != SOCK_IO_DONE) {
-    COLLX_WARN("connect to %s on device %s: sending hello failed: %s", c->peer_str, dev->name,
-               strerror(errno));
-    return ncclRemoteError;
+    char what[160];
+    snprintf(what, sizeof what, "sending hello failed: %s", strerror(errno));
+    return listener_dropped(dev, c, what);
   }
   c->stage = STAGE_WELCOME;
   return ncclSuccess;
@@ -509,10 +540,10 @@ static ncclResult_t stage_welcome(const struct collx_device *dev, struct tcp_con
   enum sock_io io = sock_recv_some(c->ctrl_fd, &c->welcome, sizeof c->welcome, &c->welcome_got);
   if (io == SOCK_IO_AGAIN) return ncclSuccess;
   if (io != SOCK_IO_DONE) {
-    COLLX_WARN("connect to %s on device %s: the listener closed the connection (%s); "
-               "was the handle stale or its secret wrong?", c->peer_str, dev->name,
-               io == SOCK_IO_EOF ? "EOF" : strerror(errno));
-    return ncclRemoteError;
+    char what[200];
+    snprintf(what, sizeof what, "the listener closed the connection (%s); was the handle stale or its "
+             "secret wrong?", io == SOCK_IO_EOF ? "EOF" : strerror(errno));
+    return listener_dropped(dev, c, what);
   }
   struct wire_welcome *w = &c->welcome;
   const char *why = NULL;
@@ -532,10 +563,10 @@ static ncclResult_t stage_ready(const struct collx_device *dev, struct tcp_conne
   enum sock_io io = sock_recv_some(c->ctrl_fd, &c->ready, sizeof c->ready, &c->ready_got);
   if (io == SOCK_IO_AGAIN) return ncclSuccess;
   if (io != SOCK_IO_DONE) {
-    COLLX_WARN("connect to %s on device %s: the listener dropped the connection before it was "
-               "complete (%s); did setup take longer than COLLX_CONNECT_TIMEOUT?", c->peer_str,
-               dev->name, io == SOCK_IO_EOF ? "EOF" : strerror(errno));
-    return ncclRemoteError;
+    char what[200];
+    snprintf(what, sizeof what, "the listener dropped the connection before it was complete (%s); did "
+             "setup take longer than COLLX_CONNECT_TIMEOUT?", io == SOCK_IO_EOF ? "EOF" : strerror(errno));
+    return listener_dropped(dev, c, what);
   }
   if (c->ready.magic != WIRE_MAGIC || c->ready.type != WIRE_READY) {
     COLLX_WARN("connect to %s on device %s: expected READY from the listener", c->peer_str, dev->name);
@@ -576,10 +607,10 @@ static int stream_step(const struct collx_device *dev, struct tcp_connecting *c,
   enum sock_io io = sock_send_some(c->fds[i], &c->shello[i], sizeof c->shello[i], &c->ssent[i]);
   if (io == SOCK_IO_DONE) return 1;
   if (io == SOCK_IO_AGAIN) return 0;
-failed:
-  COLLX_WARN("connect to %s on device %s: data stream %d failed: %s", c->peer_str, dev->name, i,
-             strerror(errno));
-  *res = ncclRemoteError;
+failed:;
+  char what[160];
+  snprintf(what, sizeof what, "data stream %d failed: %s", i, strerror(errno));
+  *res = listener_dropped(dev, c, what);
   return 0;
 }
 
@@ -607,8 +638,9 @@ ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, struct c
   if (res == ncclSuccess && c->stage == STAGE_WELCOME) res = stage_welcome(dev, c);
   if (res == ncclSuccess && c->stage == STAGE_STREAMS) {
     int ready = 0;
-    for (int i = 0; i < c->nstreams && res == ncclSuccess; i++) ready += stream_step(dev, c, i, &res);
-    if (res == ncclSuccess && ready == c->nstreams) c->stage = STAGE_READY;
+    for (int i = 0; i < c->nstreams && res == ncclSuccess && c->stage == STAGE_STREAMS; i++)
+      ready += stream_step(dev, c, i, &res);
+    if (res == ncclSuccess && c->stage == STAGE_STREAMS && ready == c->nstreams) c->stage = STAGE_READY;
   }
   if (res == ncclSuccess && c->stage == STAGE_READY) {
     int up = 0;
