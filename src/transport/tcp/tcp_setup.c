@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,7 +22,8 @@
 #include "tcp_internal.h"
 #include "util/log.h"
 
-/* Half-open sockets a listener keeps; beyond this the oldest is dropped. */
+/* Half-open sockets a listener keeps; beyond this the oldest is dropped.
+ * Fewer where the process may open fewer descriptors (pending_cap). */
 #define TCP_MAX_PENDING 1024
 /* Connections identified by their control socket, waiting for their streams. */
 #define TCP_MAX_INCOMING 64
@@ -165,10 +167,32 @@ ncclResult_t tcp_listen(const struct collx_device *dev, int dev_index, struct co
   return ncclSuccess;
 }
 
+/* Half-open sockets of every listener of the process. */
+static atomic_int pending_total;
+
+/* A flood of clients on a listening port must not take the descriptors
+ * the process needs for its real connections: a listener keeps at most a
+ * quarter of RLIMIT_NOFILE half-open, and all listeners together half. */
+static int pending_cap(int *process_cap) {
+  struct rlimit rl;
+  long nofile = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? (long)rl.rlim_cur : 1L << 20;
+  long per_listener = nofile / 4 < TCP_MAX_PENDING ? nofile / 4 : TCP_MAX_PENDING;
+  *process_cap = (int)(nofile / 2 > 8 ? nofile / 2 : 8);
+  return per_listener > 8 ? (int)per_listener : 8;
+}
+
+/* Remove pending[i] (its fd closed or handed on), keeping the others in
+ * the order they came: pending[0] is always the oldest. */
+static void pending_remove(struct tcp_listen *l, int i) {
+  memmove(&l->pending[i], &l->pending[i + 1], (size_t)(l->npending - i - 1) * sizeof l->pending[0]);
+  l->npending--;
+  atomic_fetch_sub(&pending_total, 1);
+}
+
 static void pending_drop(struct tcp_listen *l, int i, const char *why) {
   if (why) COLLX_INFO(COLLX_LOG_NET, "dropped connection from %s on %s: %s", l->pending[i].peer, l->devname, why);
   close(l->pending[i].fd);
-  l->pending[i] = l->pending[--l->npending];
+  pending_remove(l, i);
 }
 
 static void incoming_drop(struct incoming *in, const char *why, const char *devname) {
@@ -179,16 +203,25 @@ static void incoming_drop(struct incoming *in, const char *why, const char *devn
   in->used = 0;
 }
 
-/* Accept every connection waiting on the listening sockets. */
+/* Accept the connections waiting on the listening sockets: at most half a
+ * table's worth per call, so that those just accepted have their hellos
+ * read (progress_pending) before a flood behind them pushes them out. */
 static void accept_new(struct tcp_listen *l) {
+  int process_cap;
+  int cap = pending_cap(&process_cap);
+  int budget = cap / 2;
   for (int k = 0; k < l->nfds; k++) {
-    for (;;) {
+    while (budget > 0) {
+      /* A flood of idle clients: the oldest goes, the newest may be the peer. */
+      if (l->npending > 0 && (l->npending >= cap || atomic_load(&pending_total) >= process_cap))
+        pending_drop(l, 0, "too many half-open connections");
+      if (atomic_load(&pending_total) >= process_cap) return; /* other listeners hold them */
       struct sockaddr_storage from;
       socklen_t flen = sizeof from;
       int fd = accept4(l->fds[k], (struct sockaddr *)&from, &flen, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) break;
-      /* A flood of idle clients: the oldest goes, the newest may be the peer. */
-      if (l->npending == TCP_MAX_PENDING) pending_drop(l, 0, "too many half-open connections");
+      budget--;
+      atomic_fetch_add(&pending_total, 1);
       struct pending *p = &l->pending[l->npending++];
       memset(p, 0, sizeof *p);
       p->fd = fd;
@@ -267,7 +300,7 @@ static void progress_pending(struct tcp_listen *l) {
       pending_drop(l, i, why);
       continue;
     }
-    l->pending[i] = l->pending[--l->npending]; /* fd now owned by an incoming */
+    pending_remove(l, i); /* fd now owned by an incoming */
   }
 }
 
@@ -321,7 +354,7 @@ void tcp_listen_close(struct tcp_listen *l) {
   tcp_connect_reap();
   if (!l) return;
   for (int i = 0; i < l->nfds; i++) close(l->fds[i]);
-  while (l->npending) pending_drop(l, 0, NULL);
+  while (l->npending) pending_drop(l, l->npending - 1, NULL);
   for (int i = 0; i < TCP_MAX_INCOMING; i++)
     if (l->incoming[i].used) {
       close(l->incoming[i].ctrl_fd);
