@@ -28,3 +28,9 @@ check_PROGRAMS += tests/liveness/test_connect
 TESTS += tests/liveness/test_connect
 tests_liveness_test_connect_SOURCES = tests/liveness/test_connect.c
 tests_liveness_test_connect_LDADD = libcollx-core.la
+
+# test_close: closing with unread bytes does not reset the connection.
+check_PROGRAMS += tests/liveness/test_close
+TESTS += tests/liveness/test_close
+tests_liveness_test_close_SOURCES = tests/liveness/test_close.c
+tests_liveness_test_close_LDADD = libcollx-core.la

@@ -20,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -862,6 +864,37 @@ static void log_stats(const struct tcp_comm *c) {
                (unsigned long long)c->stats.bytes);
 }
 
+/* How long close waits for the peer's kernel to take what is still queued
+ * on the control socket. */
+#define TCP_CLOSE_LINGER_S 0.2
+
+/* Close the control socket without a reset.  Closing a socket with unread
+ * bytes (a heartbeat or CTS that came after the last read) makes the
+ * kernel send a reset, which drops what it still holds for the peer (eager
+ * messages) and fails the peer's reads.  So: end our direction (the peer
+ * reads everything, then end of stream), read and drop what has come in,
+ * and close once the peer has acknowledged all we sent, the peer has
+ * closed too, or a short while has passed.  A comm that has failed does
+ * not wait: its peer is gone. */
+static void ctrl_close_gently(struct tcp_comm *c) {
+  int fd = c->ctrl_fd;
+  shutdown(fd, SHUT_WR);
+  double until = tcp_now() + (atomic_load(&c->error) ? 0 : TCP_CLOSE_LINGER_S);
+  static __thread char sink[4096];
+  for (;;) {
+    ssize_t n;
+    while ((n = recv(fd, sink, sizeof sink, MSG_DONTWAIT)) > 0) {
+    }
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) break;
+    int unacked = 0;
+    if (ioctl(fd, SIOCOUTQ, &unacked) != 0 || unacked == 0) break;
+    if (tcp_now() >= until) break;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    poll(&p, 1, 5);
+  }
+  close(fd);
+}
+
 void tcp_comm_close(struct tcp_comm *c) {
   tcp_connect_reap();
   if (c->magic == TCP_MAGIC_SEND || c->magic == TCP_MAGIC_RECV) log_stats(c);
@@ -879,7 +912,7 @@ void tcp_comm_close(struct tcp_comm *c) {
     collx_topo_free_local(s->stage);
     s->stage = NULL;
   }
-  close(c->ctrl_fd);
+  ctrl_close_gently(c);
   pthread_mutex_destroy(&c->q_lock);
   pthread_cond_destroy(&c->q_cond);
   pthread_mutex_destroy(&c->ctrl_rx_lock);
