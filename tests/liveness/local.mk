@@ -34,3 +34,10 @@ check_PROGRAMS += tests/liveness/test_close
 TESTS += tests/liveness/test_close
 tests_liveness_test_close_SOURCES = tests/liveness/test_close.c
 tests_liveness_test_close_LDADD = libcollx-core.la
+
+# test_netns: connect deadlines against a listener whose packets nftables
+# drops (root, ip netns, nft; skipped otherwise).
+check_PROGRAMS += tests/liveness/test_netns
+TESTS += tests/liveness/test_netns
+tests_liveness_test_netns_SOURCES = tests/liveness/test_netns.c
+tests_liveness_test_netns_LDADD = libcollx-core.la

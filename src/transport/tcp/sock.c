@@ -35,6 +35,26 @@ void sock_tune(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
+void sock_ack_deadline(int fd, int seconds) {
+  if (seconds < 1) seconds = 1;
+  unsigned ms = (unsigned)seconds * 1000u;
+  int one = 1, idle = 1, intvl = 1, cnt = seconds;
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof ms);
+  /* Probes while waiting with nothing unacknowledged (the listener's rank
+   * not yet in accept): an answer is all that is asked. */
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+}
+
+void sock_ack_deadline_off(int fd) {
+  unsigned ms = 0;
+  int zero = 0;
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof ms);
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &zero, sizeof zero);
+}
+
 int sock_listen(const struct sockaddr *addr, socklen_t len, struct sockaddr_storage *bound) {
   int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;

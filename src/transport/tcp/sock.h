@@ -18,6 +18,14 @@ int sock_listen(const struct sockaddr *addr, socklen_t len, struct sockaddr_stor
 int sock_connect_start(const struct sockaddr *to, socklen_t to_len, const struct sockaddr *from,
                        socklen_t from_len);
 
+/* While a connection is set up: fail it (ETIMEDOUT) once the peer's kernel
+ * has acknowledged nothing for `seconds`, whether a SYN, data or a
+ * keepalive probe went unanswered.  A peer that is alive but busy still
+ * acknowledges, so it is waited for.  sock_ack_deadline_off restores the
+ * defaults once the connection is up (its watchdog judges it then). */
+void sock_ack_deadline(int fd, int seconds);
+void sock_ack_deadline_off(int fd);
+
 /* Has the connect on fd finished?  1 yes, 0 still in progress, -1 failed
  * (errno holds the reason). */
 int sock_connect_done(int fd);

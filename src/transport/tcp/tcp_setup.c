@@ -377,6 +377,7 @@ struct tcp_connecting {
   double last_call;            /* when connect last stepped it (registry_lock) */
   enum conn_stage stage;
   int retries;
+  int timeouts;                /* connects the listener's host never answered */
   int restarts;
   struct sockaddr_storage peer;
   char peer_str[64];
@@ -505,10 +506,17 @@ static int step_connect(int *fd) {
 
 /* The listener dropped this handshake: start it over with a new
  * connection id (the listener may still hold the old one), unless it has
- * happened too often, then fail with the WARN `what` says. */
-static ncclResult_t listener_dropped(const struct collx_device *dev, struct tcp_connecting *c,
+ * happened too often, then fail with the WARN `what` says.  err: the
+ * socket's error (0 for end of stream). */
+static ncclResult_t listener_dropped(const struct collx_device *dev, struct tcp_connecting *c, int err,
                                      const char *what) {
   uint64_t id;
+  if (err == ETIMEDOUT) { /* the listener's host acknowledges nothing: no use starting over */
+    COLLX_WARN("connect to %s on device %s: the listener's host acknowledged nothing for %d s "
+               "(COLLX_CONNECT_TIMEOUT) during setup; did it die or lose its network?", c->peer_str, dev->name,
+               config.connect_timeout_s);
+    return ncclRemoteError;
+  }
   if (c->restarts < TCP_CONNECT_RESTARTS && collx_random64(&id) == 0) {
     c->restarts++;
     COLLX_INFO(COLLX_LOG_NET | COLLX_LOG_INIT, "connect to %s on %s: %s; starting the handshake again (%d of %d)",
@@ -541,6 +549,7 @@ static ncclResult_t stage_ctrl_connect(const struct collx_device *dev, struct tc
     c->ctrl_fd = sock_connect_start((struct sockaddr *)&c->peer, sock_len(&c->peer),
                                     m ? (struct sockaddr *)&from : NULL, m ? sock_len(&from) : 0);
     if (c->ctrl_fd < 0) goto failed;
+    sock_ack_deadline(c->ctrl_fd, config.connect_timeout_s);
   }
   int r = step_connect(&c->ctrl_fd);
   if (r == 0) return ncclSuccess;
@@ -551,8 +560,16 @@ static ncclResult_t stage_ctrl_connect(const struct collx_device *dev, struct tc
   c->stage = STAGE_CTRL_HELLO;
   return ncclSuccess;
 failed:
-  if ((errno == ECONNREFUSED || errno == ETIMEDOUT) && ++c->retries < TCP_CONNECT_RETRIES)
-    return ncclSuccess; /* try again on the next call */
+  /* Refused: a full backlog, or a port not open yet; quick to retry.  No
+   * answer to the SYN for COLLX_CONNECT_TIMEOUT: tried once more only. */
+  if (errno == ECONNREFUSED && ++c->retries < TCP_CONNECT_RETRIES) return ncclSuccess;
+  if (errno == ETIMEDOUT && ++c->timeouts < 2) return ncclSuccess;
+  if (errno == ETIMEDOUT) {
+    COLLX_WARN("connect to %s on device %s failed: no answer from that host in 2 x %d s "
+               "(COLLX_CONNECT_TIMEOUT); is it alive and reachable, or is a firewall dropping the port?",
+               c->peer_str, dev->name, config.connect_timeout_s);
+    return ncclRemoteError;
+  }
   COLLX_WARN("connect to %s on device %s failed: %s", c->peer_str, dev->name, strerror(errno));
   return ncclRemoteError;
 }
@@ -562,8 +579,9 @@ static ncclResult_t stage_ctrl_hello(const struct collx_device *dev, struct tcp_
   if (io == SOCK_IO_AGAIN) return ncclSuccess;
   if (io != SOCK_IO_DONE) {
     char what[160];
-    snprintf(what, sizeof what, "sending hello failed: %s", strerror(errno));
-    return listener_dropped(dev, c, what);
+    int err = errno;
+    snprintf(what, sizeof what, "sending hello failed: %s", strerror(err));
+    return listener_dropped(dev, c, err, what);
   }
   c->stage = STAGE_WELCOME;
   return ncclSuccess;
@@ -574,9 +592,10 @@ static ncclResult_t stage_welcome(const struct collx_device *dev, struct tcp_con
   if (io == SOCK_IO_AGAIN) return ncclSuccess;
   if (io != SOCK_IO_DONE) {
     char what[200];
+    int err = io == SOCK_IO_EOF ? 0 : errno;
     snprintf(what, sizeof what, "the listener closed the connection (%s); was the handle stale or its "
-             "secret wrong?", io == SOCK_IO_EOF ? "EOF" : strerror(errno));
-    return listener_dropped(dev, c, what);
+             "secret wrong?", err ? strerror(err) : "EOF");
+    return listener_dropped(dev, c, err, what);
   }
   struct wire_welcome *w = &c->welcome;
   const char *why = NULL;
@@ -597,9 +616,10 @@ static ncclResult_t stage_ready(const struct collx_device *dev, struct tcp_conne
   if (io == SOCK_IO_AGAIN) return ncclSuccess;
   if (io != SOCK_IO_DONE) {
     char what[200];
+    int err = io == SOCK_IO_EOF ? 0 : errno;
     snprintf(what, sizeof what, "the listener dropped the connection before it was complete (%s); did "
-             "setup take longer than COLLX_CONNECT_TIMEOUT?", io == SOCK_IO_EOF ? "EOF" : strerror(errno));
-    return listener_dropped(dev, c, what);
+             "setup take longer than COLLX_CONNECT_TIMEOUT?", err ? strerror(err) : "EOF");
+    return listener_dropped(dev, c, err, what);
   }
   if (c->ready.magic != WIRE_MAGIC || c->ready.type != WIRE_READY) {
     COLLX_WARN("connect to %s on device %s: expected READY from the listener", c->peer_str, dev->name);
@@ -627,6 +647,7 @@ static int stream_step(const struct collx_device *dev, struct tcp_connecting *c,
     c->fds[i] = sock_connect_start((struct sockaddr *)&to, sock_len(&to),
                                    m ? (struct sockaddr *)&from : NULL, m ? sock_len(&from) : 0);
     if (c->fds[i] < 0) goto failed;
+    sock_ack_deadline(c->fds[i], config.connect_timeout_s);
     c->shello[i] = (struct wire_hello){.magic = WIRE_MAGIC, .version = WIRE_VERSION,
                                        .kind = WIRE_HELLO_DATA, .index = (uint16_t)i,
                                        .secret = c->secret, .conn_id = c->conn_id};
@@ -642,8 +663,9 @@ static int stream_step(const struct collx_device *dev, struct tcp_connecting *c,
   if (io == SOCK_IO_AGAIN) return 0;
 failed:;
   char what[160];
-  snprintf(what, sizeof what, "data stream %d failed: %s", i, strerror(errno));
-  *res = listener_dropped(dev, c, what);
+  int err = errno;
+  snprintf(what, sizeof what, "data stream %d failed: %s", i, strerror(err));
+  *res = listener_dropped(dev, c, err, what);
   return 0;
 }
 
@@ -679,6 +701,8 @@ ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, struct c
     int up = 0;
     res = stage_ready(dev, c, &up);
     if (res == ncclSuccess && up) {
+      sock_ack_deadline_off(c->ctrl_fd);
+      for (int i = 0; i < c->nstreams; i++) sock_ack_deadline_off(c->fds[i]);
       res = tcp_comm_start(1, dev_index, dev->name, c->peer_str, c->ctrl_fd, c->nstreams, c->fds,
                            config.max_piece, out);
       if (res == ncclSuccess)
