@@ -55,3 +55,10 @@ check_PROGRAMS += tests/unit/test_peer_finished
 TESTS += tests/unit/test_peer_finished
 tests_unit_test_peer_finished_SOURCES = tests/unit/test_peer_finished.c
 tests_unit_test_peer_finished_LDADD = libcollx-core.la
+
+# test_pieces: the per-buffer piece rules accept every striping in any
+# order and refuse repeats and mixtures.
+check_PROGRAMS += tests/unit/test_pieces
+TESTS += tests/unit/test_pieces
+tests_unit_test_pieces_SOURCES = tests/unit/test_pieces.c
+tests_unit_test_pieces_LDADD = libcollx-core.la

@@ -69,6 +69,21 @@ void tcp_entry_account(struct tcp_req *r, int idx, uint64_t len) {
   }
 }
 
+int tcp_entry_claim(struct tcp_comm *c, struct tcp_req *r, int idx, int kind, uint64_t offset,
+                    uint64_t len, uint64_t total) {
+  struct piece_track *t = &r->e[idx].track;
+  const char *why = NULL;
+  pthread_mutex_lock(&c->track_lock);
+  int rc = kind == PIECE_EAGER ? piece_track_eager(t, len, &why)
+         : kind == PIECE_TRUNCATED ? piece_track_truncated(t, &why)
+                                   : piece_track_stream(t, offset, len, total, &why);
+  pthread_mutex_unlock(&c->track_lock);
+  if (rc != 0)
+    tcp_comm_failf(c, ncclRemoteError, "%s: receive %u, buffer %d, [%llu,+%llu) of %llu bytes", why, r->seq, idx,
+                   (unsigned long long)offset, (unsigned long long)len, (unsigned long long)total);
+  return rc;
+}
+
 /* A message does not fit its receive buffer: say so, and fail that entry
  * (nothing of it is written). */
 void tcp_warn_truncated(const struct tcp_comm *c, struct tcp_req *r, int idx, uint64_t size) {
@@ -109,6 +124,8 @@ static int rx_accept_header(struct tcp_stream *s) {
     return -1;
   }
   struct tcp_entry *e = &r->e[h->idx];
+  int kind = h->flags & WIRE_PIECE_TRUNCATED ? PIECE_TRUNCATED : PIECE_STREAM;
+  if (tcp_entry_claim(c, r, h->idx, kind, h->offset, h->len, h->total) != 0) return -1;
   if (h->flags & WIRE_PIECE_TRUNCATED) {
     tcp_warn_truncated(c, r, h->idx, h->total);
     s->rx_req = NULL;
@@ -489,7 +506,12 @@ struct tcp_req *tcp_req_alloc(struct tcp_comm *c) {
 
 void tcp_req_release(struct tcp_req *r) {
   struct tcp_comm *c = r->comm;
-  if (c->magic == TCP_MAGIC_RECV) atomic_store(&c->by_seq[r->seq % TCP_SEQ_SLOTS], NULL);
+  if (c->magic == TCP_MAGIC_RECV) {
+    atomic_store(&c->by_seq[r->seq % TCP_SEQ_SLOTS], NULL);
+    pthread_mutex_lock(&c->track_lock);
+    for (int i = 0; i < r->n; i++) piece_track_free(&r->e[i].track);
+    pthread_mutex_unlock(&c->track_lock);
+  }
   r->state = REQ_FREE;
   atomic_fetch_sub(&c->active_reqs, 1);
 }
@@ -639,6 +661,7 @@ ncclResult_t tcp_irecv(struct tcp_comm *c, int n, void **data, const size_t *siz
     r->e[i].tag = tags ? tags[i] : 0;
     atomic_store(&r->e[i].received, 0);
     atomic_store(&r->e[i].total, -1);
+    piece_track_reset(&r->e[i].track); /* released (freed) with its last receive */
   }
   atomic_store_explicit(&c->by_seq[seq % TCP_SEQ_SLOTS], r, memory_order_release);
   atomic_store(&c->recv_seq, seq + 1);
@@ -801,6 +824,7 @@ ncclResult_t tcp_comm_start(int is_send, int dev, const char *devname, const cha
   }
   pthread_mutex_init(&c->ctrl_rx_lock, NULL);
   pthread_mutex_init(&c->ctrl_tx_lock, NULL);
+  pthread_mutex_init(&c->track_lock, NULL);
   for (int i = 0; i < COLLX_MAX_REQUESTS; i++) {
     c->reqs[i].magic = TCP_MAGIC_REQ;
     c->reqs[i].comm = c;
@@ -917,7 +941,11 @@ void tcp_comm_close(struct tcp_comm *c) {
   pthread_cond_destroy(&c->q_cond);
   pthread_mutex_destroy(&c->ctrl_rx_lock);
   pthread_mutex_destroy(&c->ctrl_tx_lock);
-  for (int i = 0; i < COLLX_MAX_REQUESTS; i++) c->reqs[i].magic = TCP_MAGIC_DEAD;
+  for (int i = 0; i < COLLX_MAX_REQUESTS; i++) {
+    for (int k = 0; k < COLLX_MAX_RECVS; k++) piece_track_free(&c->reqs[i].e[k].track);
+    c->reqs[i].magic = TCP_MAGIC_DEAD;
+  }
+  pthread_mutex_destroy(&c->track_lock);
   c->magic = TCP_MAGIC_DEAD;
   tcp_quarantine(c, collx_topo_free_local);
 }

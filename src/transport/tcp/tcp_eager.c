@@ -169,6 +169,7 @@ static int lane_start(struct tcp_comm *c, const struct wire_eager *h) {
     r = early_target(c, h, &idx, &blocked);
     if (!r) return blocked ? 0 : -1;
   }
+  if (tcp_entry_claim(c, r, idx, PIECE_EAGER, 0, h->size, h->size) != 0) return -1;
   c->lane_rx_hdr = *h;
   c->lane_rx_hdr.idx = (uint8_t)idx;
   c->lane_rx_req = r;

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "pieces.h"
 #include "tcp.h"
 #include "util/list.h"
 #include "wire.h"
@@ -55,6 +56,7 @@ struct tcp_entry {        /* one buffer of a (grouped) receive */
   int tag;
   _Atomic uint64_t received;
   _Atomic int64_t total;  /* -1 until the first piece names it */
+  struct piece_track track; /* pieces claimed so far (comm->track_lock) */
 };
 
 struct tcp_req {
@@ -151,6 +153,7 @@ struct tcp_comm {
   uint32_t want_seq;
   double want_at;
   char error_what[128];     /* why the comm failed, for a late WARN */
+  pthread_mutex_t track_lock; /* receive side: the entries' piece_track */
   struct tcp_req reqs[COLLX_MAX_REQUESTS];
   /* send side */
   pthread_mutex_t q_lock;
@@ -264,6 +267,12 @@ struct timespec;
 void tcp_deadline_in(struct timespec *ts, double seconds);
 
 /* Shared by the data path and the eager path (tcp_data.c). */
+/* Claim what a piece header or an eager record says it brings for entry
+ * idx of r (pieces.h); on a clash fail the comm, naming receive and entry,
+ * and return -1. */
+enum piece_kind;
+int tcp_entry_claim(struct tcp_comm *c, struct tcp_req *r, int idx, int kind, uint64_t offset,
+                    uint64_t len, uint64_t total);
 void tcp_entry_account(struct tcp_req *r, int idx, uint64_t len);
 void tcp_warn_truncated(const struct tcp_comm *c, struct tcp_req *r, int idx, uint64_t size);
 struct tcp_req *tcp_req_alloc(struct tcp_comm *c);
