@@ -114,6 +114,16 @@ static enum sock_io lane_write(struct tcp_comm *c) {
   return io;
 }
 
+static int ctrl_queue(struct tcp_comm *c, const struct wire_ctrl *m);
+
+/* A CTS_WANTED that found the lane in the middle of a message goes right
+ * behind that message, before the next one, whoever writes it. */
+static void want_pending_queue(struct tcp_comm *c) {
+  if (!c->want_pending) return;
+  struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_CTS_WANTED, .seq = c->want_pending_seq};
+  if (ctrl_queue(c, &m) == 0) c->want_pending = 0;
+}
+
 /* Start the oldest queued eager message. */
 static int lane_next(struct tcp_comm *c) {
   if (collx_list_empty(&c->lane_queue)) return 0;
@@ -136,6 +146,7 @@ static int ctrl_flush(struct tcp_comm *c) {
       if (io == SOCK_IO_DONE) c->ctrl_tx_len = c->ctrl_tx_done = 0;
     } else if (c->lane_req) {
       io = lane_write(c);
+      if (io == SOCK_IO_DONE) want_pending_queue(c);
     } else if (!lane_next(c)) {
       return 0;
     }
@@ -219,7 +230,8 @@ ncclResult_t tcp_ctrl_send_cts(struct tcp_comm *c, const struct tcp_req *r) {
     struct pollfd p = {.fd = c->ctrl_fd, .events = POLLOUT};
     poll(&p, 1, WATCHDOG_TICK_MS);
   }
-  int due = cts_due(c);
+  /* A CTS_WANTED whose reader could not take this lock is served here. */
+  int due = cts_due(c) || atomic_exchange(&c->cts_wanted, 0);
   cts_prompt_spend(c);
   if (due) ctrl_flush(c);
   pthread_mutex_unlock(&c->ctrl_tx_lock);
@@ -245,15 +257,22 @@ void tcp_ctrl_want_cts(struct tcp_comm *c) {
   double now = tcp_now();
   if (c->want_seq == c->send_seq && now - c->want_at < TCP_CTS_WANT_RETRY_S) return;
   if (pthread_mutex_trylock(&c->ctrl_tx_lock) != 0) return; /* asked again at the next isend */
-  /* Only between whole records: the lane may be in the middle of a message. */
+  /* Only between whole records: the lane may be in the middle of a
+   * message; then the record goes right behind it (want_pending_queue). */
+  struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_CTS_WANTED, .seq = c->send_seq};
+  int queued = 0;
   if (ctrl_flush(c) == 0) {
-    struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_CTS_WANTED, .seq = c->send_seq};
-    if (ctrl_queue(c, &m) == 0) {
-      c->want_seq = c->send_seq;
-      c->want_at = now;
-      c->stats.cts_wanted++;
-      ctrl_flush(c);
-    }
+    queued = ctrl_queue(c, &m) == 0;
+  } else if (c->lane_req && !c->want_pending) {
+    c->want_pending = 1;
+    c->want_pending_seq = c->send_seq;
+    queued = 1;
+  }
+  if (queued) {
+    c->want_seq = c->send_seq;
+    c->want_at = now;
+    c->stats.cts_wanted++;
+    ctrl_flush(c);
   }
   pthread_mutex_unlock(&c->ctrl_tx_lock);
 }

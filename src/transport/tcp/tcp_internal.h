@@ -152,6 +152,10 @@ struct tcp_comm {
   /* sender: the last CTS_WANTED, for the cursor position it was sent at */
   uint32_t want_seq;
   double want_at;
+  /* sender: a CTS_WANTED the lane was too busy to take, queued as soon as
+   * the eager message being written ends (ctrl_tx_lock) */
+  int want_pending;
+  uint32_t want_pending_seq;
   char error_what[128];     /* why the comm failed, for a late WARN */
   pthread_mutex_t track_lock; /* receive side: the entries' piece_track */
   struct tcp_req reqs[COLLX_MAX_REQUESTS];
