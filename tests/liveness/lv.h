@@ -17,6 +17,7 @@
 #define _GNU_SOURCE 1
 #endif
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -41,6 +42,7 @@ struct lv_case {
 
 static char lv_warns[8192];
 static size_t lv_warns_len;
+static pthread_mutex_t lv_warns_lock = PTHREAD_MUTEX_INITIALIZER; /* the plugin's threads log too */
 
 static void lv_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
                       const char *fmt, ...) {
@@ -55,6 +57,7 @@ static void lv_logger(ncclDebugLogLevel level, unsigned long flags, const char *
   va_end(ap);
   fprintf(stderr, "[%d] %s %s\n", (int)getpid(), level == NCCL_LOG_WARN ? "WARN" : "INFO", msg);
   if (level == NCCL_LOG_WARN) {
+    pthread_mutex_lock(&lv_warns_lock);
     size_t n = strlen(msg);
     if (lv_warns_len + n + 2 < sizeof lv_warns) {
       memcpy(lv_warns + lv_warns_len, msg, n);
@@ -62,10 +65,16 @@ static void lv_logger(ncclDebugLogLevel level, unsigned long flags, const char *
       lv_warns[lv_warns_len++] = '\n';
       lv_warns[lv_warns_len] = 0;
     }
+    pthread_mutex_unlock(&lv_warns_lock);
   }
 }
 
-static inline int lv_warned(const char *needle) { return strstr(lv_warns, needle) != NULL; }
+static inline int lv_warned(const char *needle) {
+  pthread_mutex_lock(&lv_warns_lock);
+  int found = strstr(lv_warns, needle) != NULL;
+  pthread_mutex_unlock(&lv_warns_lock);
+  return found;
+}
 
 /* Every case prints through this: the program's output stays readable. */
 static inline void lv_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
