@@ -11,8 +11,9 @@ void piece_track_reset(struct piece_track *t) {
 }
 
 void piece_track_free(struct piece_track *t) {
-  free(t->more);
-  t->more = NULL;
+  /* Emptied whole: a late piece for a finished receive must find no
+   * bitmap size without its bitmap. */
+  piece_track_reset(t);
 }
 
 static uint64_t *piece_bits(struct piece_track *t) { return t->more ? t->more : t->bits; }

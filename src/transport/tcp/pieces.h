@@ -41,7 +41,8 @@ struct piece_track {
 };
 
 void piece_track_reset(struct piece_track *t);
-/* Release the heap bitmap (the buffer's receive is over). */
+/* Release the heap bitmap (the buffer's receive is over); the track is
+ * empty again. */
 void piece_track_free(struct piece_track *t);
 
 /* Claim a piece [offset, offset + len) of a message of `total` bytes for
