@@ -10,3 +10,4 @@ include tests/faults/local.mk
 include tests/fuzz/local.mk
 include tests/soak/local.mk
 include tests/netbed/local.mk
+include tests/liveness/local.mk

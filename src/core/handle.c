@@ -1,9 +1,9 @@
 #include "handle.h"
 
+#include <errno.h>
 #include <netinet/in.h>
 #include <string.h>
 #include <sys/random.h>
-#include <time.h>
 #include <unistd.h>
 
 void collx_handle_encode(struct collx_handle *h, const struct sockaddr_storage *addr,
@@ -59,13 +59,15 @@ int collx_handle_decode(const struct collx_handle *h, struct sockaddr_storage *a
   return 0;
 }
 
-uint64_t collx_random64(void) {
-  uint64_t v;
-  if (getrandom(&v, sizeof v, 0) == (ssize_t)sizeof v) return v;
-  /* No entropy syscall: mix time and pid; still unguessable enough to tell
-   * a stray client from the peer, which is all the secret is for. */
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  v = ((uint64_t)ts.tv_nsec << 32) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 16);
-  return v * 0x9e3779b97f4a7c15ull;
+int collx_random64(uint64_t *out) {
+  /* The secret is what tells the peer from anyone else who reaches the
+   * port: without the kernel's randomness there is no secret worth the
+   * name, so there is no fallback. */
+  for (;;) {
+    ssize_t n = getrandom(out, sizeof *out, 0);
+    if (n == (ssize_t)sizeof *out) return 0;
+    if (n < 0 && errno == EINTR) continue;
+    if (n >= 0) errno = EIO;
+    return -1;
+  }
 }

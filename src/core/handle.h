@@ -44,7 +44,8 @@ void collx_handle_encode(struct collx_handle *h, const struct sockaddr_storage *
 int collx_handle_decode(const struct collx_handle *h, struct sockaddr_storage *addr,
                         uint64_t *secret, const char **why);
 
-/* A random 64-bit value from the kernel (secrets, connection ids). */
-uint64_t collx_random64(void);
+/* A random 64-bit value from the kernel (secrets, connection ids): 0, or
+ * -1 with errno set when the kernel gives none. */
+int collx_random64(uint64_t *out);
 
 #endif

@@ -28,11 +28,14 @@ static pthread_once_t serial_once = PTHREAD_ONCE_INIT;
 static void map_shared_serials(void) {
   char path[64];
   snprintf(path, sizeof path, "/dev/shm/collx-serials-%u", (unsigned)getuid());
-  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  /* /dev/shm is shared by every user: only a plain file of our own, never
+   * one a link of someone else's points to. */
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   size_t len = SERIAL_SLOTS * sizeof(atomic_uint);
   struct stat st;
+  int ours = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid() && st.st_nlink == 1;
   /* A fresh file reads as zeros once extended; never shrink one in use. */
-  if (fd < 0 || fstat(fd, &st) != 0 || ((size_t)st.st_size < len && ftruncate(fd, (off_t)len) != 0)) {
+  if (!ours || ((size_t)st.st_size < len && ftruncate(fd, (off_t)len) != 0)) {
     COLLX_INFO(COLLX_LOG_INIT, "placement: %s unavailable; connections numbered per process", path);
     if (fd >= 0) close(fd);
     return;

@@ -126,6 +126,15 @@ int main(int argc, char **argv) {
   p.total = 5000;
   uint64_t small = 1000;
   put("wire_piece", "truncated", &small, sizeof small, &p, sizeof p);
+  p = (struct wire_piece){.magic = WIRE_MAGIC, .flags = WIRE_PIECE_HEARTBEAT};
+  put("wire_piece", "heartbeat", &cap, sizeof cap, &p, sizeof p);
+
+  /* pieces: size in 256-byte units, then (kind, offset, len) records: a
+   * message of 3 pieces of 16 units and a last of 4, out of order */
+  static const uint8_t striped[] = {52, 0, 16, 0, 16, 0, 0, 48, 0, 4, 0, 0, 0, 0, 16, 0, 0, 32, 0, 16, 0};
+  put("pieces", "striped", striped, sizeof striped, NULL, 0);
+  static const uint8_t repeat[] = {32, 0, 0, 0, 16, 0, 0, 0, 0, 16, 0, 2, 0, 0, 0, 0};
+  put("pieces", "repeat-then-truncated", repeat, sizeof repeat, NULL, 0);
 
   /* ifmatch: flag byte, spec, NUL, name */
   static const char *const specs[][2] = {

@@ -78,3 +78,10 @@ TESTS += tests/unit/test_vdevice_live.sh
 EXTRA_DIST += tests/unit/test_vdevice_live.sh
 tests_unit_test_vdevice_live_SOURCES = tests/unit/test_vdevice_live.c
 tests_unit_test_vdevice_live_LDADD = -ldl
+
+# test_pieces: the per-buffer piece rules accept every striping in any
+# order and refuse repeats and mixtures.
+check_PROGRAMS += tests/unit/test_pieces
+TESTS += tests/unit/test_pieces
+tests_unit_test_pieces_SOURCES = tests/unit/test_pieces.c
+tests_unit_test_pieces_LDADD = libcollx-core.la

@@ -41,6 +41,26 @@ void sock_limit_unsent(int fd, size_t bytes) {
   setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, sizeof v);
 }
 
+void sock_ack_deadline(int fd, int seconds) {
+  if (seconds < 1) seconds = 1;
+  unsigned ms = (unsigned)seconds * 1000u;
+  int one = 1, idle = 1, intvl = 1, cnt = seconds;
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof ms);
+  /* Probes while waiting with nothing unacknowledged (the listener's rank
+   * not yet in accept): an answer is all that is asked. */
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+}
+
+void sock_ack_deadline_off(int fd) {
+  unsigned ms = 0;
+  int zero = 0;
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof ms);
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &zero, sizeof zero);
+}
+
 int sock_listen(const struct sockaddr *addr, socklen_t len, struct sockaddr_storage *bound) {
   int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
@@ -83,6 +103,11 @@ int sock_connect_start_tc(const struct sockaddr *to, socklen_t to_len, const str
   int fd = socket(to->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   sock_tune(fd);
+  /* The source address is fixed here, its port at connect: a port then
+   * serves one socket per destination instead of one socket in all, and
+   * thousands of comms do not run out of ephemeral ports. */
+  int one = 1;
+  if (from) setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
   /* Before connect, so that the handshake already carries the class. */
   if (sock_set_tclass(fd, to->sa_family, tclass) < 0 ||
       (from && bind(fd, from, from_len) < 0) ||

@@ -32,6 +32,14 @@ int sock_listen_tc(const struct sockaddr *addr, socklen_t len, int tclass,
  * the DSCP part (tclass & 0xfc) is read back.  0, or -1 with errno. */
 int sock_set_tclass(int fd, int family, int tclass);
 
+/* While a connection is set up: fail it (ETIMEDOUT) once the peer's kernel
+ * has acknowledged nothing for `seconds`, whether a SYN, data or a
+ * keepalive probe went unanswered.  A peer that is alive but busy still
+ * acknowledges, so it is waited for.  sock_ack_deadline_off restores the
+ * defaults once the connection is up (its watchdog judges it then). */
+void sock_ack_deadline(int fd, int seconds);
+void sock_ack_deadline_off(int fd);
+
 /* Has the connect on fd finished?  1 yes, 0 still in progress, -1 failed
  * (errno holds the reason). */
 int sock_connect_done(int fd);

@@ -29,11 +29,20 @@ static int timeout_s = 30;
 
 void tcp_ctrl_set_timeout(int seconds) { timeout_s = seconds; }
 
-void tcp_realtime_in(struct timespec *ts, double seconds) {
-  clock_gettime(CLOCK_REALTIME, ts);
+void tcp_deadline_in(struct timespec *ts, double seconds) {
+  clock_gettime(CLOCK_MONOTONIC, ts);
   long ns = ts->tv_nsec + (long)(seconds * 1e9);
   ts->tv_sec += ns / 1000000000L;
   ts->tv_nsec = ns % 1000000000L;
+}
+
+int tcp_cond_init(pthread_cond_t *cond) {
+  pthread_condattr_t attr;
+  if (pthread_condattr_init(&attr) != 0) return -1;
+  int rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  if (rc == 0) rc = pthread_cond_init(cond, &attr);
+  pthread_condattr_destroy(&attr);
+  return rc == 0 ? 0 : -1;
 }
 
 double tcp_now(void) {
@@ -105,6 +114,16 @@ static enum sock_io lane_write(struct tcp_comm *c) {
   return io;
 }
 
+static int ctrl_queue(struct tcp_comm *c, const struct wire_ctrl *m);
+
+/* A CTS_WANTED that found the lane in the middle of a message goes right
+ * behind that message, before the next one, whoever writes it. */
+static void want_pending_queue(struct tcp_comm *c) {
+  if (!c->want_pending) return;
+  struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_CTS_WANTED, .seq = c->want_pending_seq};
+  if (ctrl_queue(c, &m) == 0) c->want_pending = 0;
+}
+
 /* Start the oldest queued eager message. */
 static int lane_next(struct tcp_comm *c) {
   if (collx_list_empty(&c->lane_queue)) return 0;
@@ -127,6 +146,7 @@ static int ctrl_flush(struct tcp_comm *c) {
       if (io == SOCK_IO_DONE) c->ctrl_tx_len = c->ctrl_tx_done = 0;
     } else if (c->lane_req) {
       io = lane_write(c);
+      if (io == SOCK_IO_DONE) want_pending_queue(c);
     } else if (!lane_next(c)) {
       return 0;
     }
@@ -210,7 +230,8 @@ ncclResult_t tcp_ctrl_send_cts(struct tcp_comm *c, const struct tcp_req *r) {
     struct pollfd p = {.fd = c->ctrl_fd, .events = POLLOUT};
     poll(&p, 1, WATCHDOG_TICK_MS);
   }
-  int due = cts_due(c);
+  /* A CTS_WANTED whose reader could not take this lock is served here. */
+  int due = cts_due(c) || atomic_exchange(&c->cts_wanted, 0);
   cts_prompt_spend(c);
   if (due) ctrl_flush(c);
   pthread_mutex_unlock(&c->ctrl_tx_lock);
@@ -236,15 +257,22 @@ void tcp_ctrl_want_cts(struct tcp_comm *c) {
   double now = tcp_now();
   if (c->want_seq == c->send_seq && now - c->want_at < TCP_CTS_WANT_RETRY_S) return;
   if (pthread_mutex_trylock(&c->ctrl_tx_lock) != 0) return; /* asked again at the next isend */
-  /* Only between whole records: the lane may be in the middle of a message. */
+  /* Only between whole records: the lane may be in the middle of a
+   * message; then the record goes right behind it (want_pending_queue). */
+  struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_CTS_WANTED, .seq = c->send_seq};
+  int queued = 0;
   if (ctrl_flush(c) == 0) {
-    struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_CTS_WANTED, .seq = c->send_seq};
-    if (ctrl_queue(c, &m) == 0) {
-      c->want_seq = c->send_seq;
-      c->want_at = now;
-      c->stats.cts_wanted++;
-      ctrl_flush(c);
-    }
+    queued = ctrl_queue(c, &m) == 0;
+  } else if (c->lane_req && !c->want_pending) {
+    c->want_pending = 1;
+    c->want_pending_seq = c->send_seq;
+    queued = 1;
+  }
+  if (queued) {
+    c->want_seq = c->send_seq;
+    c->want_at = now;
+    c->stats.cts_wanted++;
+    ctrl_flush(c);
   }
   pthread_mutex_unlock(&c->ctrl_tx_lock);
 }
@@ -327,11 +355,16 @@ static pthread_t wd_thread;
 /* The watchdog sleeps between ticks on a condition variable, so that the
  * last close, which stops it, does not wait out a tick. */
 static pthread_mutex_t wd_sleep_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t wd_wake = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t wd_wake;
+static pthread_once_t wd_wake_once = PTHREAD_ONCE_INIT;
+
+static void wd_wake_init(void) {
+  if (tcp_cond_init(&wd_wake) != 0) pthread_cond_init(&wd_wake, NULL); /* cannot fail on Linux */
+}
 
 static void watchdog_sleep(void) {
   struct timespec until;
-  tcp_realtime_in(&until, WATCHDOG_TICK_MS * 1e-3);
+  tcp_deadline_in(&until, WATCHDOG_TICK_MS * 1e-3);
   pthread_mutex_lock(&wd_sleep_lock);
   while (!atomic_load(&wd_stop) && pthread_cond_timedwait(&wd_wake, &wd_sleep_lock, &until) != ETIMEDOUT) {
   }
@@ -341,6 +374,7 @@ static void watchdog_sleep(void) {
 static void watch_one(struct tcp_comm *c, double now) {
   if (atomic_load(&c->error) || atomic_load(&c->stop)) return;
   ctrl_heartbeat(c, now);
+  tcp_streams_watch(c, now);
   tcp_ctrl_drain(c);
   double silent = now - atomic_load(&c->last_heard);
   /* A peer that closed its control socket has said goodbye: what is left
@@ -372,6 +406,7 @@ static void *watchdog(void *arg) {
 int tcp_watchdog_add(struct tcp_comm *c) {
   int rc = 0;
   atomic_store(&c->last_heard, tcp_now());
+  pthread_once(&wd_wake_once, wd_wake_init);
   pthread_mutex_lock(&wd_life);
   pthread_mutex_lock(&wd_lock);
   collx_list_add_tail(&wd_comms, &c->wd_node);
@@ -380,11 +415,17 @@ int tcp_watchdog_add(struct tcp_comm *c) {
   if (!wd_started) {
     atomic_store(&wd_stop, 0);
     atomic_fetch_add(&tcp_live_threads, 1);
-    if (pthread_create(&wd_thread, NULL, watchdog, NULL) == 0) {
+    int err = pthread_create(&wd_thread, NULL, watchdog, NULL);
+    if (err == 0) {
       wd_started = 1;
     } else {
+      /* Nothing of this comm stays registered: the caller frees it. */
       atomic_fetch_sub(&tcp_live_threads, 1);
-      COLLX_WARN("cannot start the watchdog thread: %s", strerror(errno));
+      pthread_mutex_lock(&wd_lock);
+      collx_list_del(&c->wd_node);
+      wd_count--;
+      pthread_mutex_unlock(&wd_lock);
+      COLLX_WARN("cannot start the watchdog thread for the connection with %s: %s", c->peer, strerror(err));
       rc = -1;
     }
   }

@@ -20,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -67,6 +69,21 @@ void tcp_entry_account(struct tcp_req *r, int idx, uint64_t len) {
   }
 }
 
+int tcp_entry_claim(struct tcp_comm *c, struct tcp_req *r, int idx, int kind, uint64_t offset,
+                    uint64_t len, uint64_t total) {
+  struct piece_track *t = &r->e[idx].track;
+  const char *why = NULL;
+  pthread_mutex_lock(&c->track_lock);
+  int rc = kind == PIECE_EAGER ? piece_track_eager(t, len, &why)
+         : kind == PIECE_TRUNCATED ? piece_track_truncated(t, &why)
+                                   : piece_track_stream(t, offset, len, total, &why);
+  pthread_mutex_unlock(&c->track_lock);
+  if (rc != 0)
+    tcp_comm_failf(c, ncclRemoteError, "%s: receive %u, buffer %d, [%llu,+%llu) of %llu bytes", why, r->seq, idx,
+                   (unsigned long long)offset, (unsigned long long)len, (unsigned long long)total);
+  return rc;
+}
+
 /* A message does not fit its receive buffer: say so, and fail that entry
  * (nothing of it is written). */
 void tcp_warn_truncated(const struct tcp_comm *c, struct tcp_req *r, int idx, uint64_t size) {
@@ -85,6 +102,15 @@ static int rx_accept_header(struct tcp_stream *s) {
   struct tcp_comm *c = s->comm;
   struct wire_piece *h = &s->rx_hdr;
   struct tcp_req *r = NULL;
+  if (h->magic == WIRE_MAGIC && h->flags == WIRE_PIECE_HEARTBEAT) {
+    const char *bad = NULL;
+    if (wire_piece_check(h, 0, &bad) != 0) {
+      tcp_comm_fail(c, ncclRemoteError, bad);
+      return -1;
+    }
+    s->rx_req = NULL; /* rx_pump counts it as heard */
+    return 0;
+  }
   if (h->magic == WIRE_MAGIC)
     r = atomic_load_explicit(&c->by_seq[h->seq % TCP_SEQ_SLOTS], memory_order_acquire);
   if (h->magic == WIRE_MAGIC && (!r || r->seq != h->seq || h->idx >= r->n)) {
@@ -98,6 +124,8 @@ static int rx_accept_header(struct tcp_stream *s) {
     return -1;
   }
   struct tcp_entry *e = &r->e[h->idx];
+  int kind = h->flags & WIRE_PIECE_TRUNCATED ? PIECE_TRUNCATED : PIECE_STREAM;
+  if (tcp_entry_claim(c, r, h->idx, kind, h->offset, h->len, h->total) != 0) return -1;
   if (h->flags & WIRE_PIECE_TRUNCATED) {
     tcp_warn_truncated(c, r, h->idx, h->total);
     s->rx_req = NULL;
@@ -143,7 +171,7 @@ static int rx_copy_staged(struct tcp_stream *s) {
  * more.  Small pieces arrive with their header in one recv into the
  * staging buffer; the bulk of a large piece goes straight from the socket
  * into the receive buffer.  Returns 1 if any byte arrived. */
-static int rx_pump(struct tcp_stream *s, int small_only) {
+static int rx_pump_once(struct tcp_stream *s, int small_only) {
   struct tcp_comm *c = s->comm;
   int progress = 0, dry = 0;
   if (atomic_load(&s->eof)) return 0;
@@ -214,6 +242,13 @@ static int rx_pump(struct tcp_stream *s, int small_only) {
   return progress;
 }
 
+/* Bytes from the peer on any socket mean it is alive (the watchdog). */
+static int rx_pump(struct tcp_stream *s, int small_only) {
+  int got = rx_pump_once(s, small_only);
+  if (got) atomic_store_explicit(&s->comm->last_heard, tcp_now(), memory_order_relaxed);
+  return got;
+}
+
 /* The stream is in the middle of a piece too large for the caller. */
 static int rx_in_bulk(const struct tcp_stream *s) {
   return s->rx_req && s->rx_hdr.len - s->rx_done >= TCP_STAGE_SIZE / 2;
@@ -234,7 +269,7 @@ static void rx_park(struct tcp_stream *s) {
   while (!atomic_load(&c->stop) && !atomic_load(&c->error) && !atomic_load(&s->bulk_wanted) &&
          caller_polling(c)) {
     struct timespec until;
-    tcp_realtime_in(&until, TCP_PARK_WINDOW_S);
+    tcp_deadline_in(&until, TCP_PARK_WINDOW_S);
     pthread_cond_timedwait(&c->q_cond, &c->q_lock, &until);
   }
   atomic_store(&s->parked, 0);
@@ -321,6 +356,39 @@ static enum sock_io tx_write_piece(struct tcp_stream *s) {
   return SOCK_IO_DONE;
 }
 
+/* Write as much of the stream's heartbeat as the socket takes.  A failure
+ * is left to the writes of pieces and the control socket to judge. */
+static enum sock_io tx_write_heartbeat(struct tcp_stream *s) {
+  enum sock_io io = sock_send_some(s->fd, &s->hb, sizeof s->hb, &s->hb_done);
+  if (io != SOCK_IO_AGAIN) s->hb_active = 0;
+  return io == SOCK_IO_AGAIN ? io : SOCK_IO_DONE;
+}
+
+void tcp_streams_watch(struct tcp_comm *c, double now) {
+  if (c->magic == TCP_MAGIC_SEND) {
+    /* On the first stream between pieces: a stream in the middle of one
+     * shows life by its payload. */
+    struct tcp_stream *s = &c->streams[0];
+    if (now - c->last_stream_hb < 1.0 || pthread_mutex_trylock(&s->lock) != 0) return;
+    if (!s->hb_active && !s->tx_req) {
+      s->hb = (struct wire_piece){.magic = WIRE_MAGIC, .flags = WIRE_PIECE_HEARTBEAT};
+      s->hb_done = 0;
+      s->hb_active = 1;
+    }
+    if (s->hb_active) tx_write_heartbeat(s);
+    c->last_stream_hb = now;
+    pthread_mutex_unlock(&s->lock);
+    return;
+  }
+  if (!caller_progress) return; /* the stream threads read */
+  for (int i = 0; i < c->nstreams; i++) {
+    struct tcp_stream *s = &c->streams[i];
+    if (pthread_mutex_trylock(&s->lock) != 0) continue;
+    rx_pump(s, 0);
+    pthread_mutex_unlock(&s->lock);
+  }
+}
+
 enum tx_state { TX_IDLE, TX_BLOCKED, TX_FAILED };
 
 /* One piece's worth of sending on a stream: 1 if a piece went out whole,
@@ -329,6 +397,7 @@ enum tx_state { TX_IDLE, TX_BLOCKED, TX_FAILED };
 static int tx_step(struct tcp_stream *s) {
   struct tcp_comm *c = s->comm;
   if (atomic_load(&c->error)) return 0;
+  if (s->hb_active && tx_write_heartbeat(s) != SOCK_IO_DONE) return 0;
   if (!s->tx_req && !tx_take_piece(s)) return 0;
   enum sock_io io = tx_write_piece(s);
   if (io == SOCK_IO_DONE) return 1;
@@ -437,7 +506,12 @@ struct tcp_req *tcp_req_alloc(struct tcp_comm *c) {
 
 void tcp_req_release(struct tcp_req *r) {
   struct tcp_comm *c = r->comm;
-  if (c->magic == TCP_MAGIC_RECV) atomic_store(&c->by_seq[r->seq % TCP_SEQ_SLOTS], NULL);
+  if (c->magic == TCP_MAGIC_RECV) {
+    atomic_store(&c->by_seq[r->seq % TCP_SEQ_SLOTS], NULL);
+    pthread_mutex_lock(&c->track_lock);
+    for (int i = 0; i < r->n; i++) piece_track_free(&r->e[i].track);
+    pthread_mutex_unlock(&c->track_lock);
+  }
   r->state = REQ_FREE;
   atomic_fetch_sub(&c->active_reqs, 1);
 }
@@ -447,12 +521,17 @@ void tcp_req_release(struct tcp_req *r) {
 static void send_truncation(struct tcp_comm *c, uint32_t seq, int idx, size_t size) {
   struct tcp_stream *s = &c->streams[0];
   pthread_mutex_lock(&s->lock);
-  /* Finish the piece in progress so the header lands on a boundary. */
-  while (s->tx_req && tx_write_piece(s) == SOCK_IO_AGAIN) {
+  /* Finish the heartbeat and the piece in progress so the header lands
+   * on a boundary. */
+  while (s->hb_active && tx_write_heartbeat(s) == SOCK_IO_AGAIN) {
     struct pollfd p = {.fd = s->fd, .events = POLLOUT};
     if (poll(&p, 1, 1000) <= 0) break;
   }
-  if (!s->tx_req) {
+  while (!s->hb_active && s->tx_req && tx_write_piece(s) == SOCK_IO_AGAIN) {
+    struct pollfd p = {.fd = s->fd, .events = POLLOUT};
+    if (poll(&p, 1, 1000) <= 0) break;
+  }
+  if (!s->tx_req && !s->hb_active) {
     struct wire_piece h = {.magic = WIRE_MAGIC, .idx = (uint8_t)idx,
                            .flags = WIRE_PIECE_TRUNCATED, .seq = seq, .total = size};
     size_t done = 0;
@@ -582,12 +661,16 @@ ncclResult_t tcp_irecv(struct tcp_comm *c, int n, void **data, const size_t *siz
     r->e[i].tag = tags ? tags[i] : 0;
     atomic_store(&r->e[i].received, 0);
     atomic_store(&r->e[i].total, -1);
+    piece_track_reset(&r->e[i].track); /* released (freed) with its last receive */
   }
   atomic_store_explicit(&c->by_seq[seq % TCP_SEQ_SLOTS], r, memory_order_release);
   atomic_store(&c->recv_seq, seq + 1);
   COLLX_TL(COLLX_TL_IRECV, c->tl_key, seq + 1);
   ncclResult_t res = tcp_ctrl_send_cts(c, r);
-  if (res != ncclSuccess) return res;
+  if (res != ncclSuccess) {
+    tcp_req_release(r); /* the caller never sees it: nobody else would */
+    return res;
+  }
   *out = r;
   /* An early message for this receive may already be staged, its lane
    * blocked until now: start it.  What is still in the socket is read by
@@ -733,9 +816,15 @@ ncclResult_t tcp_comm_start(int is_send, int dev, const char *devname, const cha
   collx_list_init(&c->queue);
   collx_list_init(&c->lane_queue);
   pthread_mutex_init(&c->q_lock, NULL);
-  pthread_cond_init(&c->q_cond, NULL);
+  if (tcp_cond_init(&c->q_cond) != 0) {
+    COLLX_WARN("cannot create a condition variable for a comm with %s", peer);
+    close_fds(ctrl_fd, nstreams, stream_fds);
+    collx_topo_free_local(c);
+    return ncclSystemError;
+  }
   pthread_mutex_init(&c->ctrl_rx_lock, NULL);
   pthread_mutex_init(&c->ctrl_tx_lock, NULL);
+  pthread_mutex_init(&c->track_lock, NULL);
   for (int i = 0; i < COLLX_MAX_REQUESTS; i++) {
     c->reqs[i].magic = TCP_MAGIC_REQ;
     c->reqs[i].comm = c;
@@ -759,9 +848,10 @@ ncclResult_t tcp_comm_start(int is_send, int dev, const char *devname, const cha
   for (int i = 0; i < nstreams && !caller_progress; i++) {
     struct tcp_stream *s = &c->streams[i];
     atomic_fetch_add(&tcp_live_threads, 1);
-    if (pthread_create(&s->thread, NULL, is_send ? tx_thread : rx_thread, s) != 0) {
+    int err = pthread_create(&s->thread, NULL, is_send ? tx_thread : rx_thread, s);
+    if (err != 0) {
       atomic_fetch_sub(&tcp_live_threads, 1);
-      COLLX_WARN("cannot start stream thread %d for %s: %s", i, peer, strerror(errno));
+      COLLX_WARN("cannot start stream thread %d for %s: %s", i, peer, strerror(err));
       tcp_comm_close(c);
       return ncclSystemError;
     }
@@ -798,7 +888,39 @@ static void log_stats(const struct tcp_comm *c) {
                (unsigned long long)c->stats.bytes);
 }
 
+/* How long close waits for the peer's kernel to take what is still queued
+ * on the control socket. */
+#define TCP_CLOSE_LINGER_S 0.2
+
+/* Close the control socket without a reset.  Closing a socket with unread
+ * bytes (a heartbeat or CTS that came after the last read) makes the
+ * kernel send a reset, which drops what it still holds for the peer (eager
+ * messages) and fails the peer's reads.  So: end our direction (the peer
+ * reads everything, then end of stream), read and drop what has come in,
+ * and close once the peer has acknowledged all we sent, the peer has
+ * closed too, or a short while has passed.  A comm that has failed does
+ * not wait: its peer is gone. */
+static void ctrl_close_gently(struct tcp_comm *c) {
+  int fd = c->ctrl_fd;
+  shutdown(fd, SHUT_WR);
+  double until = tcp_now() + (atomic_load(&c->error) ? 0 : TCP_CLOSE_LINGER_S);
+  static __thread char sink[4096];
+  for (;;) {
+    ssize_t n;
+    while ((n = recv(fd, sink, sizeof sink, MSG_DONTWAIT)) > 0) {
+    }
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) break;
+    int unacked = 0;
+    if (ioctl(fd, SIOCOUTQ, &unacked) != 0 || unacked == 0) break;
+    if (tcp_now() >= until) break;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    poll(&p, 1, 5);
+  }
+  close(fd);
+}
+
 void tcp_comm_close(struct tcp_comm *c) {
+  tcp_connect_reap();
   if (c->magic == TCP_MAGIC_SEND || c->magic == TCP_MAGIC_RECV) log_stats(c);
   if (c->watched) tcp_watchdog_remove(c);
   atomic_store(&c->stop, 1);
@@ -814,12 +936,16 @@ void tcp_comm_close(struct tcp_comm *c) {
     collx_topo_free_local(s->stage);
     s->stage = NULL;
   }
-  close(c->ctrl_fd);
+  ctrl_close_gently(c);
   pthread_mutex_destroy(&c->q_lock);
   pthread_cond_destroy(&c->q_cond);
   pthread_mutex_destroy(&c->ctrl_rx_lock);
   pthread_mutex_destroy(&c->ctrl_tx_lock);
-  for (int i = 0; i < COLLX_MAX_REQUESTS; i++) c->reqs[i].magic = TCP_MAGIC_DEAD;
+  for (int i = 0; i < COLLX_MAX_REQUESTS; i++) {
+    for (int k = 0; k < COLLX_MAX_RECVS; k++) piece_track_free(&c->reqs[i].e[k].track);
+    c->reqs[i].magic = TCP_MAGIC_DEAD;
+  }
+  pthread_mutex_destroy(&c->track_lock);
   c->magic = TCP_MAGIC_DEAD;
   tcp_quarantine(c, collx_topo_free_local);
 }

@@ -169,6 +169,7 @@ static int lane_start(struct tcp_comm *c, const struct wire_eager *h) {
     r = early_target(c, h, &idx, &blocked);
     if (!r) return blocked ? 0 : -1;
   }
+  if (tcp_entry_claim(c, r, idx, PIECE_EAGER, 0, h->size, h->size) != 0) return -1;
   c->lane_rx_hdr = *h;
   c->lane_rx_hdr.idx = (uint8_t)idx;
   c->lane_rx_req = r;
@@ -273,8 +274,8 @@ void tcp_eager_read(struct tcp_comm *c) {
       if (len) {
         int r = lane_record(c, len);
         /* Waiting for its receive, the record holds back the peer's
-         * heartbeats behind it: the peer is not silent, we are not reading. */
-        if (r == 0) atomic_store(&c->last_heard, tcp_now());
+         * heartbeats behind it; they come on a data stream too
+         * (WIRE_PIECE_HEARTBEAT), which is always read. */
         atomic_store(&c->lane_blocked, r == 0);
         if (r <= 0) return;
         continue;

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "pieces.h"
 #include "tcp.h"
 #include "util/list.h"
 #include "wire.h"
@@ -55,6 +56,7 @@ struct tcp_entry {        /* one buffer of a (grouped) receive */
   int tag;
   _Atomic uint64_t received;
   _Atomic int64_t total;  /* -1 until the first piece names it */
+  struct piece_track track; /* pieces claimed so far (comm->track_lock) */
 };
 
 struct tcp_req {
@@ -103,6 +105,10 @@ struct tcp_stream {
   atomic_int parked;
   atomic_int bulk_wanted;
   atomic_int eof;         /* the peer closed this stream between pieces */
+  /* send side: a heartbeat being written between pieces (s->lock) */
+  struct wire_piece hb;
+  size_t hb_done;
+  int hb_active;
 };
 
 /* The CTS records a sender has received, indexed by seq % MAX_REQUESTS. */
@@ -146,7 +152,12 @@ struct tcp_comm {
   /* sender: the last CTS_WANTED, for the cursor position it was sent at */
   uint32_t want_seq;
   double want_at;
+  /* sender: a CTS_WANTED the lane was too busy to take, queued as soon as
+   * the eager message being written ends (ctrl_tx_lock) */
+  int want_pending;
+  uint32_t want_pending_seq;
   char error_what[128];     /* why the comm failed, for a late WARN */
+  pthread_mutex_t track_lock; /* receive side: the entries' piece_track */
   struct tcp_req reqs[COLLX_MAX_REQUESTS];
   /* send side */
   pthread_mutex_t q_lock;
@@ -175,7 +186,10 @@ struct tcp_comm {
   size_t lane_rx_got;
   uint32_t eager_seq;            /* first receive early messages may still fill */
   double last_sent;           /* heartbeat, watchdog only */
-  _Atomic double last_heard;  /* any record from the peer */
+  double last_stream_hb;      /* heartbeat on a data stream, watchdog only */
+  /* The last time the peer was heard: bytes read from any of its sockets
+   * (never bytes left unread, which may be old). */
+  _Atomic double last_heard;
   struct collx_list wd_node;
   int watched;                /* registered with the watchdog */
   /* COLLX_TIMELINE builds (util/timeline.h): the connection's key, and
@@ -209,6 +223,10 @@ ncclResult_t tcp_comm_start(int is_send, int dev, const char *devname, const cha
                             size_t max_piece, struct tcp_comm **out);
 
 extern atomic_int tcp_live_threads;
+
+/* Release connects NCCL has stopped calling (tcp_setup.c); cheap, called
+ * from connect, listen close and comm close. */
+void tcp_connect_reap(void);
 
 /* Closed objects are kept, marked dead, for a while before their memory is
  * released, so that a second close or a test on a request of a closed comm
@@ -244,15 +262,30 @@ void tcp_ctrl_set_timeout(int seconds);
 int tcp_watchdog_add(struct tcp_comm *c);
 void tcp_watchdog_remove(struct tcp_comm *c);
 double tcp_now(void);
-/* CLOCK_REALTIME `seconds` from now, for pthread_cond_timedwait. */
+/* Timed waits run on CLOCK_MONOTONIC, so that a step of the wall clock
+ * neither stalls a wait nor ends it early: condition variables are made
+ * with tcp_cond_init, and their deadlines with tcp_deadline_in (`seconds`
+ * from now). */
+int tcp_cond_init(pthread_cond_t *cond);
 struct timespec;
-void tcp_realtime_in(struct timespec *ts, double seconds);
+void tcp_deadline_in(struct timespec *ts, double seconds);
 
 /* Shared by the data path and the eager path (tcp_data.c). */
+/* Claim what a piece header or an eager record says it brings for entry
+ * idx of r (pieces.h); on a clash fail the comm, naming receive and entry,
+ * and return -1. */
+enum piece_kind;
+int tcp_entry_claim(struct tcp_comm *c, struct tcp_req *r, int idx, int kind, uint64_t offset,
+                    uint64_t len, uint64_t total);
 void tcp_entry_account(struct tcp_req *r, int idx, uint64_t len);
 void tcp_warn_truncated(const struct tcp_comm *c, struct tcp_req *r, int idx, uint64_t size);
 struct tcp_req *tcp_req_alloc(struct tcp_comm *c);
 void tcp_req_release(struct tcp_req *r);
+
+/* The watchdog's tick on the data streams (tcp_data.c): a send comm writes
+ * a heartbeat on an idle stream; with COLLX_PROGRESS=caller a receive comm
+ * reads its streams, which no thread of its own does. */
+void tcp_streams_watch(struct tcp_comm *c, double now);
 
 /* Eager messages (tcp_eager.c). */
 extern size_t tcp_eager_size;

@@ -10,8 +10,10 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,12 +22,16 @@
 #include "tcp_internal.h"
 #include "util/log.h"
 
-/* Half-open sockets a listener keeps; beyond this the oldest is dropped. */
+/* Half-open sockets a listener keeps; beyond this the oldest is dropped.
+ * Fewer where the process may open fewer descriptors (pending_cap). */
 #define TCP_MAX_PENDING 1024
 /* Connections identified by their control socket, waiting for their streams. */
 #define TCP_MAX_INCOMING 64
 /* Refused connects retried before giving up (listener backlog overflow). */
 #define TCP_CONNECT_RETRIES 50
+/* Handshakes a connector starts over after the listener dropped it (its
+ * setup deadline passed, or a flood of other clients pushed it out). */
+#define TCP_CONNECT_RESTARTS 10
 
 static struct tcp_config config = {.nstreams = 2, .max_piece = 512 * 1024, .connect_timeout_s = 5, .timeout_s = 30};
 
@@ -159,7 +165,11 @@ ncclResult_t tcp_listen(const struct collx_device *dev, int dev_index, struct co
   l->dev = dev_index;
   l->tclass = opts ? opts->tclass : -1;
   snprintf(l->devname, sizeof l->devname, "%s", dev->name);
-  l->secret = collx_random64();
+  if (collx_random64(&l->secret) != 0) {
+    COLLX_WARN("listen on %s: no random secret from the kernel (getrandom: %s)", dev->name, strerror(errno));
+    free(l);
+    return ncclSystemError;
+  }
   /* One listening socket per member interface: data streams of a merged
    * device are spread over all of them. */
   for (int i = 0; i < dev->nmembers; i++) {
@@ -179,10 +189,32 @@ ncclResult_t tcp_listen(const struct collx_device *dev, int dev_index, struct co
   return ncclSuccess;
 }
 
+/* Half-open sockets of every listener of the process. */
+static atomic_int pending_total;
+
+/* A flood of clients on a listening port must not take the descriptors
+ * the process needs for its real connections: a listener keeps at most a
+ * quarter of RLIMIT_NOFILE half-open, and all listeners together half. */
+static int pending_cap(int *process_cap) {
+  struct rlimit rl;
+  long nofile = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? (long)rl.rlim_cur : 1L << 20;
+  long per_listener = nofile / 4 < TCP_MAX_PENDING ? nofile / 4 : TCP_MAX_PENDING;
+  *process_cap = (int)(nofile / 2 > 8 ? nofile / 2 : 8);
+  return per_listener > 8 ? (int)per_listener : 8;
+}
+
+/* Remove pending[i] (its fd closed or handed on), keeping the others in
+ * the order they came: pending[0] is always the oldest. */
+static void pending_remove(struct tcp_listen *l, int i) {
+  memmove(&l->pending[i], &l->pending[i + 1], (size_t)(l->npending - i - 1) * sizeof l->pending[0]);
+  l->npending--;
+  atomic_fetch_sub(&pending_total, 1);
+}
+
 static void pending_drop(struct tcp_listen *l, int i, const char *why) {
   if (why) COLLX_INFO(COLLX_LOG_NET, "dropped connection from %s on %s: %s", l->pending[i].peer, l->devname, why);
   close(l->pending[i].fd);
-  l->pending[i] = l->pending[--l->npending];
+  pending_remove(l, i);
 }
 
 static void incoming_drop(struct incoming *in, const char *why, const char *devname) {
@@ -193,10 +225,19 @@ static void incoming_drop(struct incoming *in, const char *why, const char *devn
   in->used = 0;
 }
 
-/* Accept every connection waiting on the listening sockets. */
+/* Accept the connections waiting on the listening sockets: at most half a
+ * table's worth per call, so that those just accepted have their hellos
+ * read (progress_pending) before a flood behind them pushes them out. */
 static void accept_new(struct tcp_listen *l) {
+  int process_cap;
+  int cap = pending_cap(&process_cap);
+  int budget = cap / 2;
   for (int k = 0; k < l->nfds; k++) {
-    for (;;) {
+    while (budget > 0) {
+      /* A flood of idle clients: the oldest goes, the newest may be the peer. */
+      if (l->npending > 0 && (l->npending >= cap || atomic_load(&pending_total) >= process_cap))
+        pending_drop(l, 0, "too many half-open connections");
+      if (atomic_load(&pending_total) >= process_cap) return; /* other listeners hold them */
       struct sockaddr_storage from;
       socklen_t flen = sizeof from;
       int fd = accept4(l->fds[k], (struct sockaddr *)&from, &flen, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -204,8 +245,8 @@ static void accept_new(struct tcp_listen *l) {
       /* Linux copies the class from the listener; set it anyway, so that
        * it does not hang on that. */
       sock_set_tclass(fd, from.ss_family, l->tclass);
-      /* A flood of idle clients: the oldest goes, the newest may be the peer. */
-      if (l->npending == TCP_MAX_PENDING) pending_drop(l, 0, "too many half-open connections");
+      budget--;
+      atomic_fetch_add(&pending_total, 1);
       struct pending *p = &l->pending[l->npending++];
       memset(p, 0, sizeof *p);
       p->fd = fd;
@@ -284,7 +325,7 @@ static void progress_pending(struct tcp_listen *l) {
       pending_drop(l, i, why);
       continue;
     }
-    l->pending[i] = l->pending[--l->npending]; /* fd now owned by an incoming */
+    pending_remove(l, i); /* fd now owned by an incoming */
   }
 }
 
@@ -335,9 +376,10 @@ ncclResult_t tcp_accept(struct tcp_listen *l, struct tcp_comm **out) {
 }
 
 void tcp_listen_close(struct tcp_listen *l) {
+  tcp_connect_reap();
   if (!l) return;
   for (int i = 0; i < l->nfds; i++) close(l->fds[i]);
-  while (l->npending) pending_drop(l, 0, NULL);
+  while (l->npending) pending_drop(l, l->npending - 1, NULL);
   for (int i = 0; i < TCP_MAX_INCOMING; i++)
     if (l->incoming[i].used) {
       close(l->incoming[i].ctrl_fd);
@@ -359,8 +401,11 @@ struct tcp_connecting {
   const void *owner;           /* tcp_conn_opts.owner */
   int tclass;
   struct collx_list node;      /* in the registry */
+  double last_call;            /* when connect last stepped it (registry_lock) */
   enum conn_stage stage;
   int retries;
+  int timeouts;                /* connects the listener's host never answered */
+  int restarts;
   struct sockaddr_storage peer;
   char peer_str[64];
   uint64_t secret;
@@ -393,8 +438,40 @@ static struct tcp_connecting *registry_find(struct collx_handle *h) {
     struct tcp_connecting *c = COLLX_CONTAINER_OF(pos, struct tcp_connecting, node);
     if (c->handle == h && (uint64_t)(uintptr_t)c == h->connect_state) found = c;
   }
+  if (found) found->last_call = now_s();
   pthread_mutex_unlock(&registry_lock);
   return found;
+}
+
+static void connecting_close_fds(struct tcp_connecting *c) {
+  if (c->ctrl_fd >= 0) close(c->ctrl_fd);
+  for (int i = 0; i < TCP_MAX_STREAMS; i++)
+    if (c->fds[i] >= 0) close(c->fds[i]);
+}
+
+/* NCCL stops calling connect for a handle it gives up on (abort) and
+ * never says so.  Past twice the listener's setup deadline the listener
+ * has dropped its half anyway: the state is released with its sockets.  A
+ * connect that does come back for that handle starts afresh (its
+ * connect_state no longer names an entry). */
+void tcp_connect_reap(void) {
+  static _Atomic double last_sweep;
+  double t = now_s();
+  if (t - atomic_load(&last_sweep) < 0.1) return;
+  atomic_store(&last_sweep, t);
+  double idle_max = 2.0 * config.connect_timeout_s;
+  struct collx_list *pos, *tmp;
+  pthread_mutex_lock(&registry_lock);
+  collx_list_for_each_safe(pos, tmp, &registry) {
+    struct tcp_connecting *c = COLLX_CONTAINER_OF(pos, struct tcp_connecting, node);
+    if (t - c->last_call <= idle_max) continue;
+    COLLX_INFO(COLLX_LOG_NET, "connect to %s abandoned (not called for %.0f s): its sockets are closed",
+               c->peer_str, t - c->last_call);
+    collx_list_del(&c->node); /* its handle may be gone: not touched */
+    connecting_close_fds(c);
+    free(c);
+  }
+  pthread_mutex_unlock(&registry_lock);
 }
 
 static void connecting_free(struct tcp_connecting *c, int close_fds_too) {
@@ -402,16 +479,12 @@ static void connecting_free(struct tcp_connecting *c, int close_fds_too) {
   collx_list_del(&c->node);
   pthread_mutex_unlock(&registry_lock);
   c->handle->connect_state = 0;
-  if (close_fds_too) {
-    if (c->ctrl_fd >= 0) close(c->ctrl_fd);
-    for (int i = 0; i < TCP_MAX_STREAMS; i++)
-      if (c->fds[i] >= 0) close(c->fds[i]);
-  }
+  if (close_fds_too) connecting_close_fds(c);
   free(c);
 }
 
 static struct tcp_connecting *connecting_new(struct collx_handle *h, const struct tcp_conn_opts *opts,
-                                             const char **why) {
+                                             const char **why, int *sys_err) {
   struct tcp_connecting *c = calloc(1, sizeof *c);
   if (!c) {
     *why = "out of memory";
@@ -421,10 +494,15 @@ static struct tcp_connecting *connecting_new(struct collx_handle *h, const struc
     free(c);
     return NULL;
   }
+  if (collx_random64(&c->conn_id) != 0) {
+    *why = "no random connection id from the kernel (getrandom failed)";
+    *sys_err = errno;
+    free(c);
+    return NULL;
+  }
   c->handle = h;
   c->ctrl_fd = -1;
   for (int i = 0; i < TCP_MAX_STREAMS; i++) c->fds[i] = -1;
-  c->conn_id = collx_random64();
   c->nstreams = opts && opts->nstreams > 0 ? opts->nstreams : config.nstreams;
   if (c->nstreams > TCP_MAX_STREAMS) c->nstreams = TCP_MAX_STREAMS;
   c->tclass = opts ? opts->tclass : -1;
@@ -432,6 +510,7 @@ static struct tcp_connecting *connecting_new(struct collx_handle *h, const struc
   collx_addr_str((struct sockaddr *)&c->peer, c->peer_str, sizeof c->peer_str);
   h->connect_state = (uint64_t)(uintptr_t)c;
   pthread_mutex_lock(&registry_lock);
+  c->last_call = now_s();
   collx_list_add_tail(&registry, &c->node);
   pthread_mutex_unlock(&registry_lock);
   return c;
@@ -456,6 +535,40 @@ static int step_connect(int *fd) {
   return r;
 }
 
+/* The listener dropped this handshake: start it over with a new
+ * connection id (the listener may still hold the old one), unless it has
+ * happened too often, then fail with the WARN `what` says.  err: the
+ * socket's error (0 for end of stream). */
+static ncclResult_t listener_dropped(const struct collx_device *dev, struct tcp_connecting *c, int err,
+                                     const char *what) {
+  uint64_t id;
+  if (err == ETIMEDOUT) { /* the listener's host acknowledges nothing: no use starting over */
+    COLLX_WARN("connect to %s on device %s: the listener's host acknowledged nothing for %d s "
+               "(COLLX_CONNECT_TIMEOUT) during setup; did it die or lose its network?", c->peer_str, dev->name,
+               config.connect_timeout_s);
+    return ncclRemoteError;
+  }
+  if (c->restarts < TCP_CONNECT_RESTARTS && collx_random64(&id) == 0) {
+    c->restarts++;
+    COLLX_INFO(COLLX_LOG_NET | COLLX_LOG_INIT, "connect to %s on %s: %s; starting the handshake again (%d of %d)",
+               c->peer_str, dev->name, what, c->restarts, TCP_CONNECT_RESTARTS);
+    connecting_close_fds(c);
+    c->ctrl_fd = -1;
+    for (int i = 0; i < TCP_MAX_STREAMS; i++) {
+      c->fds[i] = -1;
+      c->connected[i] = 0;
+      c->ssent[i] = 0;
+    }
+    c->hello_sent = c->welcome_got = c->ready_got = 0;
+    c->conn_id = id;
+    c->nstreams = config.nstreams;
+    c->stage = STAGE_CTRL_CONNECT;
+    return ncclSuccess;
+  }
+  COLLX_WARN("connect to %s on device %s: %s (after %d new starts)", c->peer_str, dev->name, what, c->restarts);
+  return ncclRemoteError;
+}
+
 static ncclResult_t stage_ctrl_connect(const struct collx_device *dev, struct tcp_connecting *c) {
   if (c->ctrl_fd < 0) {
     const struct collx_netif *m = stream_member(dev, 0, &c->peer);
@@ -468,6 +581,7 @@ static ncclResult_t stage_ctrl_connect(const struct collx_device *dev, struct tc
                                        m ? (struct sockaddr *)&from : NULL, m ? sock_len(&from) : 0,
                                        c->tclass);
     if (c->ctrl_fd < 0) goto failed;
+    sock_ack_deadline(c->ctrl_fd, config.connect_timeout_s);
   }
   int r = step_connect(&c->ctrl_fd);
   if (r == 0) return ncclSuccess;
@@ -478,8 +592,16 @@ static ncclResult_t stage_ctrl_connect(const struct collx_device *dev, struct tc
   c->stage = STAGE_CTRL_HELLO;
   return ncclSuccess;
 failed:
-  if ((errno == ECONNREFUSED || errno == ETIMEDOUT) && ++c->retries < TCP_CONNECT_RETRIES)
-    return ncclSuccess; /* try again on the next call */
+  /* Refused: a full backlog, or a port not open yet; quick to retry.  No
+   * answer to the SYN for COLLX_CONNECT_TIMEOUT: tried once more only. */
+  if (errno == ECONNREFUSED && ++c->retries < TCP_CONNECT_RETRIES) return ncclSuccess;
+  if (errno == ETIMEDOUT && ++c->timeouts < 2) return ncclSuccess;
+  if (errno == ETIMEDOUT) {
+    COLLX_WARN("connect to %s on device %s failed: no answer from that host in 2 x %d s "
+               "(COLLX_CONNECT_TIMEOUT); is it alive and reachable, or is a firewall dropping the port?",
+               c->peer_str, dev->name, config.connect_timeout_s);
+    return ncclRemoteError;
+  }
   COLLX_WARN("connect to %s on device %s failed: %s", c->peer_str, dev->name, strerror(errno));
   return ncclRemoteError;
 }
@@ -488,9 +610,10 @@ static ncclResult_t stage_ctrl_hello(const struct collx_device *dev, struct tcp_
   enum sock_io io = sock_send_some(c->ctrl_fd, &c->hello, sizeof c->hello, &c->hello_sent);
   if (io == SOCK_IO_AGAIN) return ncclSuccess;
   if (io != SOCK_IO_DONE) {
-    COLLX_WARN("connect to %s on device %s: sending hello failed: %s", c->peer_str, dev->name,
-               strerror(errno));
-    return ncclRemoteError;
+    char what[160];
+    int err = errno;
+    snprintf(what, sizeof what, "sending hello failed: %s", strerror(err));
+    return listener_dropped(dev, c, err, what);
   }
   c->stage = STAGE_WELCOME;
   return ncclSuccess;
@@ -500,10 +623,11 @@ static ncclResult_t stage_welcome(const struct collx_device *dev, struct tcp_con
   enum sock_io io = sock_recv_some(c->ctrl_fd, &c->welcome, sizeof c->welcome, &c->welcome_got);
   if (io == SOCK_IO_AGAIN) return ncclSuccess;
   if (io != SOCK_IO_DONE) {
-    COLLX_WARN("connect to %s on device %s: the listener closed the connection (%s); "
-               "was the handle stale or its secret wrong?", c->peer_str, dev->name,
-               io == SOCK_IO_EOF ? "EOF" : strerror(errno));
-    return ncclRemoteError;
+    char what[200];
+    int err = io == SOCK_IO_EOF ? 0 : errno;
+    snprintf(what, sizeof what, "the listener closed the connection (%s); was the handle stale or its "
+             "secret wrong?", err ? strerror(err) : "EOF");
+    return listener_dropped(dev, c, err, what);
   }
   struct wire_welcome *w = &c->welcome;
   const char *why = NULL;
@@ -523,10 +647,11 @@ static ncclResult_t stage_ready(const struct collx_device *dev, struct tcp_conne
   enum sock_io io = sock_recv_some(c->ctrl_fd, &c->ready, sizeof c->ready, &c->ready_got);
   if (io == SOCK_IO_AGAIN) return ncclSuccess;
   if (io != SOCK_IO_DONE) {
-    COLLX_WARN("connect to %s on device %s: the listener dropped the connection before it was "
-               "complete (%s); did setup take longer than COLLX_CONNECT_TIMEOUT?", c->peer_str,
-               dev->name, io == SOCK_IO_EOF ? "EOF" : strerror(errno));
-    return ncclRemoteError;
+    char what[200];
+    int err = io == SOCK_IO_EOF ? 0 : errno;
+    snprintf(what, sizeof what, "the listener dropped the connection before it was complete (%s); did "
+             "setup take longer than COLLX_CONNECT_TIMEOUT?", err ? strerror(err) : "EOF");
+    return listener_dropped(dev, c, err, what);
   }
   if (c->ready.magic != WIRE_MAGIC || c->ready.type != WIRE_READY) {
     COLLX_WARN("connect to %s on device %s: expected READY from the listener", c->peer_str, dev->name);
@@ -562,6 +687,7 @@ static int stream_step(const struct collx_device *dev, struct tcp_connecting *c,
      * their sum; bench/NOTES.md).  With at most two pieces unsent per
      * socket, a piece goes to whichever member has drained its last. */
     if (dev->nmembers > 1) sock_limit_unsent(c->fds[i], 2 * config.max_piece);
+    sock_ack_deadline(c->fds[i], config.connect_timeout_s);
     c->shello[i] = (struct wire_hello){.magic = WIRE_MAGIC, .version = WIRE_VERSION,
                                        .kind = WIRE_HELLO_DATA, .index = (uint16_t)i,
                                        .secret = c->secret, .conn_id = c->conn_id};
@@ -575,10 +701,11 @@ static int stream_step(const struct collx_device *dev, struct tcp_connecting *c,
   enum sock_io io = sock_send_some(c->fds[i], &c->shello[i], sizeof c->shello[i], &c->ssent[i]);
   if (io == SOCK_IO_DONE) return 1;
   if (io == SOCK_IO_AGAIN) return 0;
-failed:
-  COLLX_WARN("connect to %s on device %s: data stream %d failed: %s", c->peer_str, dev->name, i,
-             strerror(errno));
-  *res = ncclRemoteError;
+failed:;
+  char what[160];
+  int err = errno;
+  snprintf(what, sizeof what, "data stream %d failed: %s", i, strerror(err));
+  *res = listener_dropped(dev, c, err, what);
   return 0;
 }
 
@@ -610,10 +737,16 @@ int tcp_connect_forget(const void *owner) {
 ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, struct collx_handle *h,
                          const struct tcp_conn_opts *opts, struct tcp_comm **out) {
   *out = NULL;
+  tcp_connect_reap();
   struct tcp_connecting *c = registry_find(h);
   if (!c) {
     const char *why = NULL;
-    c = connecting_new(h, opts, &why);
+    int sys_err = 0;
+    c = connecting_new(h, opts, &why, &sys_err);
+    if (!c && sys_err) {
+      COLLX_WARN("connect on device %s: %s: %s", dev->name, why, strerror(sys_err));
+      return ncclSystemError;
+    }
     if (!c) {
       COLLX_WARN("connect on device %s: invalid handle: %s", dev->name, why);
       return ncclInvalidArgument;
@@ -625,13 +758,16 @@ ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, struct c
   if (res == ncclSuccess && c->stage == STAGE_WELCOME) res = stage_welcome(dev, c);
   if (res == ncclSuccess && c->stage == STAGE_STREAMS) {
     int ready = 0;
-    for (int i = 0; i < c->nstreams && res == ncclSuccess; i++) ready += stream_step(dev, c, i, &res);
-    if (res == ncclSuccess && ready == c->nstreams) c->stage = STAGE_READY;
+    for (int i = 0; i < c->nstreams && res == ncclSuccess && c->stage == STAGE_STREAMS; i++)
+      ready += stream_step(dev, c, i, &res);
+    if (res == ncclSuccess && c->stage == STAGE_STREAMS && ready == c->nstreams) c->stage = STAGE_READY;
   }
   if (res == ncclSuccess && c->stage == STAGE_READY) {
     int up = 0;
     res = stage_ready(dev, c, &up);
     if (res == ncclSuccess && up) {
+      sock_ack_deadline_off(c->ctrl_fd);
+      for (int i = 0; i < c->nstreams; i++) sock_ack_deadline_off(c->fds[i]);
       res = tcp_comm_start(1, dev_index, dev->name, c->peer_str, c->ctrl_fd, c->nstreams, c->fds,
                            config.max_piece, out);
       if (res == ncclSuccess)

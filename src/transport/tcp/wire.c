@@ -87,6 +87,13 @@ int wire_piece_check(const struct wire_piece *h, uint64_t cap, const char **why)
     return -1;
   }
   if (h->flags == WIRE_PIECE_TRUNCATED) return 0;
+  if (h->flags == WIRE_PIECE_HEARTBEAT) {
+    if (h->seq || h->idx || h->total || h->offset || h->len) {
+      *why = "heartbeat with a payload";
+      return -1;
+    }
+    return 0;
+  }
   if (h->flags) {
     *why = "piece with unknown flags";
     return -1;

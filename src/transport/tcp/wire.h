@@ -38,7 +38,7 @@
 #include "core/device.h"
 
 #define WIRE_MAGIC 0x7863u /* "cx" */
-#define WIRE_VERSION 3
+#define WIRE_VERSION 4
 
 enum wire_kind { WIRE_HELLO_CTRL = 1, WIRE_HELLO_DATA = 2 };
 
@@ -110,7 +110,11 @@ struct wire_eager {
 /* Largest eager message a receiver accepts, whatever the sender's setting. */
 #define WIRE_EAGER_MAX (256 * 1024)
 
-enum wire_piece_flags { WIRE_PIECE_TRUNCATED = 1 };
+/* HEARTBEAT: sender to receiver on a data stream, between pieces, with
+ * seq, total, offset and len all 0: a sign of life that does not queue
+ * behind an early eager message the receiver leaves unread on the control
+ * socket until its receive is posted. */
+enum wire_piece_flags { WIRE_PIECE_TRUNCATED = 1, WIRE_PIECE_HEARTBEAT = 2 };
 
 /* Header before each piece of payload on a data stream. */
 struct wire_piece {
