@@ -362,6 +362,9 @@ run_one() {
   envs=(NCCL_DEBUG=INFO "NCCL_DEBUG_SUBSYS=${BENCH_NCCL_SUBSYS:-INIT,ENV,NET,GRAPH,TUNING}"
         NCCL_NVLS_ENABLE=0 NCCL_SOCKET_IFNAME=lo COLLX_IFNAME=lo NCCL_IB_DISABLE=1
         "BENCH_NCCL_LOG_PREFIX=$prefix")
+  # Every rank shares the one GPU; without this nccl-tests gives local rank
+  # r the GPU r and refuses ("Invalid number of GPUs").
+  envs+=(NCCL_TESTS_DEVICE=0)
   case "$cfg" in
     collx)
       expect=collx
