@@ -1,6 +1,7 @@
 # Tests: unit tests of the pieces, and the conformance driver that dlopens
 # the built plugin.  tests/run-all.sh runs everything and prints the
 # "N passed, N failed" summary.
+include tests/harness/local.mk
 include tests/unit/local.mk
 include tests/driver/local.mk
 include tests/topo/local.mk
