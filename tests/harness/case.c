@@ -75,7 +75,7 @@ const char *hx_role_name(int role) {
   return role >= 0 && role < HX_MAX_ROLES && g_case->roles[role] ? g_case->roles[role] : "?";
 }
 const struct hx_case *hx_current(void) { return g_case; }
-void hx_set_slot(int slot) { t_slot = slot % HX_SLOTS; }
+void hx_set_slot(int slot) { t_slot = slot >= 0 && slot < HX_SLOTS ? slot : -1; }
 int hx_slot(void) { return t_slot; }
 void *hx_shared(void) { return g_page->shared; }
 
@@ -133,10 +133,11 @@ void hx_step(const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  memcpy(g_page->role[g_role].step[t_slot], buf, sizeof buf);
+  if (t_slot >= 0) memcpy(g_page->role[g_role].step[t_slot], buf, sizeof buf);
 }
 
 void hx_in_call(const char *fn) {
+  if (t_slot < 0) return;
   char *d = g_page->role[g_role].in_call[t_slot];
   strncpy(d, fn, CALL_LEN - 1);
 }
@@ -480,7 +481,7 @@ static void apply_env(const char *const *env) {
 }
 
 /* 0 pass, 1 fail, 2 skip. */
-static int run_case(const struct hx_case *c) {
+int hx_run_case(const struct hx_case *c) {
   memset(g_page, 0, sizeof *g_page);
   g_case = c;
   g_role = 0;
@@ -604,6 +605,29 @@ static int parse_abi(const char *v, const char *argv0) {
   return -1;
 }
 
+int hx_prepare(const char *argv0, const struct hx_program *prog) {
+  if (!hx_plugin_path) hx_plugin_path = getenv("COLLX_PLUGIN");
+  if (!hx_plugin_path || !*hx_plugin_path) hx_plugin_path = "./.libs/libnccl-net-collx.so";
+  const char *sc = prog->scale_env ? getenv(prog->scale_env) : NULL;
+  if (sc && strtod(sc, NULL) > 0) hx_scale = strtod(sc, NULL);
+  const char *sd = prog->seed_env ? getenv(prog->seed_env) : NULL;
+  if (sd && *sd) hx_seed = strtoull(sd, NULL, 0);
+  hx_call_limit_s = prog->call_limit_s;
+  if (access(hx_plugin_path, R_OK) != 0) {
+    fprintf(stderr, "%s: plugin %s: %s (build it first, or pass its path)\n", argv0, hx_plugin_path,
+            strerror(errno));
+    return -1;
+  }
+  apply_env(prog->env);
+  signal(SIGPIPE, SIG_DFL);
+  g_page = mmap(NULL, sizeof *g_page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (g_page == MAP_FAILED) {
+    perror("mmap");
+    return -1;
+  }
+  return 0;
+}
+
 int hx_main(int argc, char **argv, const struct hx_program *prog) {
   const struct hx_case *all[MAX_CASES];
   int n = collect(prog, all), sel[MAX_CASES] = {0}, nsel = 0, list = 0;
@@ -642,24 +666,8 @@ int hx_main(int argc, char **argv, const struct hx_program *prog) {
              all[k]->aliases ? all[k]->aliases : "", all[k]->aliases ? ")" : "");
     return 0;
   }
-  if (!hx_plugin_path) hx_plugin_path = getenv("COLLX_PLUGIN");
-  if (!hx_plugin_path || !*hx_plugin_path) hx_plugin_path = "./.libs/libnccl-net-collx.so";
-  const char *sc = prog->scale_env ? getenv(prog->scale_env) : NULL;
-  if (sc && strtod(sc, NULL) > 0) hx_scale = strtod(sc, NULL);
-  const char *sd = prog->seed_env ? getenv(prog->seed_env) : NULL;
-  if (sd && *sd) hx_seed = strtoull(sd, NULL, 0);
-  hx_call_limit_s = prog->call_limit_s;
-  if (access(hx_plugin_path, R_OK) != 0) {
-    fprintf(stderr, "%s: plugin %s: %s (build it first, or pass its path)\n", argv[0], hx_plugin_path,
-            strerror(errno));
+  if (hx_prepare(argv[0], prog)) {
     printf("0 passed, 1 failed, 0 skipped\n");
-    return 99;
-  }
-  apply_env(prog->env);
-  signal(SIGPIPE, SIG_DFL);
-  g_page = mmap(NULL, sizeof *g_page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (g_page == MAP_FAILED) {
-    perror("mmap");
     return 99;
   }
   printf("%s: plugin %s (ncclNet_v%d), seed 0x%" PRIx64 ", timeout scale %g\n", prog->title, hx_plugin_path, hx_abi,
@@ -667,7 +675,7 @@ int hx_main(int argc, char **argv, const struct hx_program *prog) {
   int np = 0, nf = 0, ns = 0;
   for (int k = 0; k < n; k++) {
     if (nsel && !sel[k]) continue;
-    int v = run_case(all[k]);
+    int v = hx_run_case(all[k]);
     np += v == 0;
     nf += v == 1;
     ns += v == 2;

@@ -23,7 +23,7 @@
 #include "../common/proc.h"
 
 #define HX_MAX_ROLES 4 /* role 0 is the leader */
-#define HX_SLOTS 8     /* breadcrumbs per process, one per thread */
+#define HX_SLOTS 16    /* breadcrumbs per process, one per thread */
 #define HX_SHARED_CAP (128u << 10)
 
 struct hx_case {
@@ -52,6 +52,13 @@ struct hx_program {
  * N skipped"; the exit status of the program. */
 int hx_main(int argc, char **argv, const struct hx_program *prog);
 
+/* For a program with its own main: settings, environment and the shared
+ * page (hx_main does this); 0, or -1 (said on stderr). */
+int hx_prepare(const char *argv0, const struct hx_program *prog);
+/* Runs one case and prints its verdict; 0 pass, 1 fail, 2 skip.  Its
+ * shared area (hx_shared) stays readable until the next case. */
+int hx_run_case(const struct hx_case *c);
+
 extern double hx_scale;
 extern int hx_verbose;
 extern const char *hx_plugin_path;
@@ -64,7 +71,7 @@ static inline double S(double s) { return s * hx_scale; }
 int hx_role(void);
 const char *hx_role_name(int role);
 const struct hx_case *hx_current(void);
-void hx_set_slot(int slot); /* this thread's breadcrumb slot */
+void hx_set_slot(int slot); /* this thread's breadcrumb slot; none outside 0..HX_SLOTS-1 */
 int hx_slot(void);
 
 __attribute__((format(printf, 1, 2))) void hx_fail(const char *fmt, ...);
