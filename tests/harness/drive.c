@@ -352,45 +352,43 @@ void *hx_reg_buffer(void *comm, size_t len, void **mh) {
 }
 
 /* ---- this process's threads and descriptors ---------------------------- */
-void hx_task_names(char *out, size_t cap) {
+/* One "name(comm)" or "fd->target" of a /proc/self entry. */
+typedef int (*describe_fn)(DIR *d, const char *entry, char *out, size_t cap, const char *sep);
+
+static int describe_task(DIR *d, const char *entry, char *out, size_t cap, const char *sep) {
+  (void)d;
+  char path[300], comm[64] = "?";
+  snprintf(path, sizeof path, "/proc/self/task/%s/comm", entry);
+  FILE *f = fopen(path, "r");
+  if (f) {
+    if (fgets(comm, sizeof comm, f)) comm[strcspn(comm, "\n")] = 0;
+    fclose(f);
+  }
+  return snprintf(out, cap, "%s%s(%s)%s", sep, entry, comm, atoi(entry) == getpid() ? "[main]" : "");
+}
+
+static int describe_fd(DIR *d, const char *entry, char *out, size_t cap, const char *sep) {
+  if (atoi(entry) == dirfd(d)) return 0;
+  char link[128];
+  ssize_t l = readlinkat(dirfd(d), entry, link, sizeof link - 1);
+  link[l > 0 ? l : 0] = 0;
+  return snprintf(out, cap, "%s%s->%s", sep, entry, link);
+}
+
+static void list_proc(const char *dir, describe_fn describe, const char *sep, char *out, size_t cap) {
   out[0] = 0;
-  DIR *d = opendir("/proc/self/task");
+  DIR *d = opendir(dir);
   if (!d) return;
   size_t len = 0;
   struct dirent *e;
-  pid_t self = getpid();
   while ((e = readdir(d)) != NULL) {
     if (e->d_name[0] == '.') continue;
-    char path[300], comm[64] = "?";
-    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-    FILE *f = fopen(path, "r");
-    if (f) {
-      if (fgets(comm, sizeof comm, f)) comm[strcspn(comm, "\n")] = 0;
-      fclose(f);
-    }
-    int n = snprintf(out + len, cap - len, "%s%s(%s)%s", len ? ", " : "", e->d_name, comm,
-                     atoi(e->d_name) == self ? "[main]" : "");
+    int n = describe(d, e->d_name, out + len, cap - len, len ? sep : "");
     if (n < 0 || (size_t)n >= cap - len) break;
     len += (size_t)n;
   }
   closedir(d);
 }
 
-void hx_fd_names(char *out, size_t cap) {
-  out[0] = 0;
-  DIR *d = opendir("/proc/self/fd");
-  if (!d) return;
-  size_t len = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.' || atoi(e->d_name) == dirfd(d)) continue;
-    char link[128];
-    ssize_t l = readlinkat(dirfd(d), e->d_name, link, sizeof link - 1);
-    if (l < 0) l = 0;
-    link[l] = 0;
-    int n = snprintf(out + len, cap - len, "%s%s->%s", len ? " " : "", e->d_name, link);
-    if (n < 0 || (size_t)n >= cap - len) break;
-    len += (size_t)n;
-  }
-  closedir(d);
-}
+void hx_task_names(char *out, size_t cap) { list_proc("/proc/self/task", describe_task, ", ", out, cap); }
+void hx_fd_names(char *out, size_t cap) { list_proc("/proc/self/fd", describe_fd, " ", out, cap); }

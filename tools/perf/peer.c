@@ -309,11 +309,7 @@ void peer_setup(struct peer *p, size_t max_size) {
 
 void peer_teardown(struct peer *p) {
   set_phase("closing the plugin comms");
-  NETCALL("deregMr", hx_net_deregMr(&net, p->scomm, p->smh));
-  NETCALL("deregMr", hx_net_deregMr(&net, p->rcomm, p->rmh));
-  NETCALL("closeSend", hx_net_closeSend(&net, p->scomm));
-  NETCALL("closeRecv", hx_net_closeRecv(&net, p->rcomm));
-  NETCALL("closeListen", hx_net_closeListen(&net, p->lcomm));
+  plugin_close(p->scomm, p->rcomm, p->lcomm, p->smh, p->rmh);
   if (p->tfd_out >= 0) close(p->tfd_out);
   if (p->tfd_in >= 0) close(p->tfd_in);
   free(p->sbuf);

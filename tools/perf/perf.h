@@ -22,15 +22,6 @@
 
 #ifndef _GNU_SOURCE /* the tree's build force-includes config.h, which sets it */
 #define _GNU_SOURCE 1
-/* Every plugin call goes through this: a failure names the call, the result
- * and what the tool was doing. */
-#define NETCALL(name, call)                                                                   \
-  do {                                                                                        \
-    ncclResult_t r_ = (call);                                                                 \
-    if (r_ != ncclSuccess)                                                                    \
-      die("plugin %s() failed: %s (%d) while %s", name, hx_result_str(r_), (int)r_, g_phase);       \
-  } while (0)
-
 #endif
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -69,15 +60,6 @@
 #define PERF_VERSION PACKAGE_VERSION
 #else
 #define PERF_VERSION "(built outside the tree)"
-/* Every plugin call goes through this: a failure names the call, the result
- * and what the tool was doing. */
-#define NETCALL(name, call)                                                                   \
-  do {                                                                                        \
-    ncclResult_t r_ = (call);                                                                 \
-    if (r_ != ncclSuccess)                                                                    \
-      die("plugin %s() failed: %s (%d) while %s", name, hx_result_str(r_), (int)r_, g_phase);       \
-  } while (0)
-
 #endif
 #define PLUGIN_FILE "libnccl-net-collx.so"
 #define DEFAULT_PORT 18515
@@ -193,6 +175,7 @@ int cmp_u64(const void *a, const void *b);
 void load_plugin(void);
 void force_loopback(const char *why, int quiet);
 void plugin_start(int dev, struct devinfo *di);
+void plugin_close(void *scomm, void *rcomm, void *lcomm, void *smh, void *rmh);
 void plugin_connect_pair(int dev, void *lcomm, void *peer_handle, void **scomm, void **rcomm, const char *peer);
 void set_nonblock(int fd, int on);
 void set_nodelay(int fd);
@@ -230,7 +213,7 @@ int ranks_main(void);
   do {                                                                                        \
     ncclResult_t r_ = (call);                                                                 \
     if (r_ != ncclSuccess)                                                                    \
-      die("plugin %s() failed: %s (%d) while %s", name, hx_result_str(r_), (int)r_, g_phase);       \
+      die("plugin %s() failed: %s (%d) while %s", name, hx_result_str(r_), (int)r_, g_phase); \
   } while (0)
 
 #endif

@@ -137,3 +137,12 @@ void plugin_connect_pair(int dev, void *lcomm, void *peer_handle, void **scomm,
     usleep(50);
   }
 }
+
+/* Deregister both buffers and close the three comms of a peer or a rank. */
+void plugin_close(void *scomm, void *rcomm, void *lcomm, void *smh, void *rmh) {
+  NETCALL("deregMr", hx_net_deregMr(&net, scomm, smh));
+  NETCALL("deregMr", hx_net_deregMr(&net, rcomm, rmh));
+  NETCALL("closeSend", hx_net_closeSend(&net, scomm));
+  NETCALL("closeRecv", hx_net_closeRecv(&net, rcomm));
+  NETCALL("closeListen", hx_net_closeListen(&net, lcomm));
+}

@@ -229,11 +229,7 @@ static int rank_main(int r, int N, int ctl) {
     xwrite(ctl, &m, sizeof m, "reporting to the parent");
   }
   set_phase("closing the plugin comms");
-  NETCALL("deregMr", hx_net_deregMr(&net, g->scomm, g->smh));
-  NETCALL("deregMr", hx_net_deregMr(&net, g->rcomm, g->rmh));
-  NETCALL("closeSend", hx_net_closeSend(&net, g->scomm));
-  NETCALL("closeRecv", hx_net_closeRecv(&net, g->rcomm));
-  NETCALL("closeListen", hx_net_closeListen(&net, g->lcomm));
+  plugin_close(g->scomm, g->rcomm, g->lcomm, g->smh, g->rmh);
   memset(&m, 0, sizeof m);
   m.type = RC_END;
   m.rank = r;

@@ -52,31 +52,31 @@ int role_prefix(char *buf, size_t len) {
   return snprintf(buf, len, "collx-perf%s%s%s", *g_role ? " [" : "", g_role, *g_role ? "]" : "");
 }
 
-void die(const char *fmt, ...) {
+/* "collx-perf [role]: <kind><message>" on stderr. */
+static void say(const char *kind, const char *fmt, va_list ap) {
   char buf[1024];
   int n = role_prefix(buf, sizeof buf);
-  n += snprintf(buf + n, sizeof buf - (size_t)n, ": error: ");
-  va_list ap;
-  va_start(ap, fmt);
+  n += snprintf(buf + n, sizeof buf - (size_t)n, ": %s", kind);
   vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
-  va_end(ap);
   fflush(stdout);
   fprintf(stderr, "%s\n", buf);
+}
+
+void die(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  say("error: ", fmt, ap);
+  va_end(ap);
   fflush(stderr);
   kill_children();
   _exit(1);
 }
 
 void note(const char *fmt, ...) {
-  char buf[1024];
-  int n = role_prefix(buf, sizeof buf);
-  n += snprintf(buf + n, sizeof buf - (size_t)n, ": ");
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+  say("", fmt, ap);
   va_end(ap);
-  fflush(stdout);
-  fprintf(stderr, "%s\n", buf);
 }
 
 void on_signal(int sig) {
