@@ -231,7 +231,8 @@ static void case_oversize(void) {
 #define NREQ NCCL_NET_MAX_REQUESTS
 #define SZ33 1000
 
-static void post_n(struct hx_conn *k, uint8_t *buf, void *mh, void **req, int first, int n) {
+/* 0, or -1 (reported) when one could not be posted. */
+static int post_n(struct hx_conn *k, uint8_t *buf, void *mh, void **req, int first, int n) {
   char what[64];
   for (int i = 0; i < n; i++) {
     void *d = buf + (size_t)(first + i) * SZ33;
@@ -239,8 +240,9 @@ static void post_n(struct hx_conn *k, uint8_t *buf, void *mh, void **req, int fi
     snprintf(what, sizeof what, "%s %d", is_sender() ? "isend" : "irecv", first + i);
     req[i] = is_sender() ? hx_post_send(k->scomm, d, SZ33, 33, mh, 5.0, what)
                          : hx_post_recv(k->rcomm, 1, &d, &size, &tag, &mh, 5.0, what);
-    if (!req[i]) return;
+    if (!req[i]) return -1;
   }
+  return 0;
 }
 
 /* Completes req[0..n) (messages first..first+n); receivers check the bytes. */
@@ -262,24 +264,23 @@ static void refuse_33rd(const char *verb, ncclResult_t rc, void *x, double waite
     hx_fail("a 33rd %s with %d outstanding returned ncclSuccess and a request: more than %d requests accepted", verb,
             NREQ, NREQ);
   else if (rc == ncclSuccess)
-    hx_fail("a 33rd %s with %d outstanding kept returning a NULL request (\"try again\") for %.1f s, not an error, "
-            "although the misuse is detectable",
-            verb, NREQ, waited);
+    hx_fail("a 33rd %s with %d outstanding returned ncclSuccess with a NULL request (\"try again\")%s, not an "
+            "error, although the misuse is detectable",
+            verb, NREQ, waited > 0 ? " for every call of the wait" : "");
   hx_summary("33rd %s: %s%s%s; ", verb, hx_result_str(rc), w[0] ? ", WARN: " : " (no WARN)", w);
 }
 
 static int receiver_33rd(struct hx_conn *k, uint8_t *buf, void *mh) {
   void *req[NREQ];
   memset(buf, HX_FILL, SZ33 * (NREQ + 8));
-  post_n(k, buf, mh, req, 0, NREQ);
-  if (hx_failed()) return -1;
+  if (post_n(k, buf, mh, req, 0, NREQ)) return -1;
   size_t mark = hx_warn_mark();
   void *d = buf + (size_t)NREQ * SZ33, *m = mh, *x = NULL;
   int s = SZ33, t = 33;
   refuse_33rd("irecv", NET(irecv, k->rcomm, 1, &d, &s, &t, &m, &x), x, 0, mark);
   if (hx_barrier("32 receives posted", 2) || complete_n(buf, req, 0, NREQ, 0)) return -1;
-  post_n(k, buf, mh, req, 0, 8); /* 8 more, so that the sender can try a 33rd send */
-  if (hx_failed() || hx_barrier("8 more receives posted", 2)) return -1;
+  /* 8 more, so that the sender can try a 33rd send */
+  if (post_n(k, buf, mh, req, 0, 8) || hx_barrier("8 more receives posted", 2)) return -1;
   return complete_n(buf, req, NREQ, 8, 0);
 }
 
@@ -287,8 +288,7 @@ static int sender_33rd(struct hx_conn *k, uint8_t *buf, void *mh) {
   void *req[NREQ];
   for (int i = 0; i < NREQ + 8; i++) hx_pattern_fill(buf + (size_t)i * SZ33, SZ33, (uint64_t)i);
   if (hx_barrier("32 receives posted", 2)) return -1;
-  post_n(k, buf, mh, req, 0, NREQ);
-  if (hx_failed() || hx_barrier("8 more receives posted", 2)) return -1;
+  if (post_n(k, buf, mh, req, 0, NREQ) || hx_barrier("8 more receives posted", 2)) return -1;
   /* 32 sends not yet tested and a matching receive posted: a 33rd send is
    * a detectable misuse. */
   size_t mark = hx_warn_mark();
@@ -303,8 +303,7 @@ static int sender_33rd(struct hx_conn *k, uint8_t *buf, void *mh) {
   if (complete_n(buf, req, 0, NREQ, 0)) return -1;
   /* After the refusals the comm still works: the 8 pending receives complete. */
   for (int i = 0; i < 8; i++) {
-    post_n(k, buf, mh, req, NREQ + i, 1);
-    if (hx_failed() || complete_n(buf, req, NREQ + i, 1, NREQ + i)) return -1;
+    if (post_n(k, buf, mh, req, NREQ + i, 1) || complete_n(buf, req, NREQ + i, 1, NREQ + i)) return -1;
   }
   hx_summary("after the refusals the comm carried 8 more messages");
   return 0;
