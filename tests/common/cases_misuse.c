@@ -461,10 +461,10 @@ static void lead_unload(void) {
 
 const struct hx_case misuse_cases[] = {
     {"oversize", "messages larger than the posted buffer: ncclInvalidUsage, a WARN, nothing written out of bounds",
-     40, {"leader", "receiver", "sender"}, NULL, case_oversize, {NULL}, NULL},
+     40, {"leader", "receiver", "sender"}, NULL, case_oversize, {NULL}, NULL, NULL},
     {"33rd-request", "a 33rd outstanding irecv / isend is refused with an error; the comm keeps working", 40,
-     {"leader", "receiver", "sender"}, NULL, case_33rd, {NULL}, NULL},
+     {"leader", "receiver", "sender"}, NULL, case_33rd, {NULL}, NULL, NULL},
     {"unload-inflight", "close with 16 x 4 MiB in flight, either side first, dlclose: threads and descriptors back",
-     40, {"leader", "receiver", "sender"}, lead_unload, case_unload, {NULL}, "close-inflight,unload"},
+     40, {"leader", "receiver", "sender"}, lead_unload, case_unload, {NULL}, "close-inflight,unload", NULL},
 };
 const int misuse_count = HX_GROUP(misuse_cases);

@@ -365,6 +365,6 @@ static void lead_strays(void) {
 
 const struct hx_case stray_cases[] = {
     {"stray-clients", "junk, short, silent, wrong-secret and 300 burst clients on accept: no block, no leak", 40,
-     {"strays", "listener", "connector"}, lead_strays, stray_work, {"COLLX_CONNECT_TIMEOUT=1"}, NULL},
+     {"strays", "listener", "connector"}, lead_strays, stray_work, {"COLLX_CONNECT_TIMEOUT=1"}, NULL, NULL},
 };
 const int stray_count = HX_GROUP(stray_cases);

@@ -270,16 +270,16 @@ static void case_flush(void) {
 
 const struct hx_case driver_basic_cases[] = {
     {"properties", "devices/getProperties report a usable host device", 10, {"leader", "proc"}, NULL,
-     case_properties, {NULL}, NULL},
+     case_properties, {NULL}, NULL, NULL},
     {"nonblocking", "connect before the peer accepts: every call returns at once (< 50 ms)", 10,
-     {"leader", "connector", "listener"}, NULL, case_nonblocking, {NULL}, NULL},
+     {"leader", "connector", "listener"}, NULL, case_nonblocking, {NULL}, NULL, NULL},
     {"mixed-sizes", "sizes 0..4 MiB in order, 8 in flight, data/sizes/canary verified", 12,
-     {"leader", "sender", "receiver"}, NULL, case_mixed_sizes, {NULL}, NULL},
+     {"leader", "sender", "receiver"}, NULL, case_mixed_sizes, {NULL}, NULL, NULL},
     {"multi-comm", "4 comm pairs, one thread each per process, 200 messages each way", 15,
-     {"leader", "proc0", "proc1"}, NULL, case_multi_comm, {NULL}, NULL},
+     {"leader", "proc0", "proc1"}, NULL, case_multi_comm, {NULL}, NULL, NULL},
     {"zero-byte", "zero-byte messages report size 0 and write nothing", 10, {"leader", "sender", "receiver"}, NULL,
-     case_zero_byte, {NULL}, NULL},
+     case_zero_byte, {NULL}, NULL, NULL},
     {"flush", "iflush on host memory returns a NULL request", 10, {"leader", "sender", "receiver"}, NULL,
-     case_flush, {NULL}, NULL},
+     case_flush, {NULL}, NULL, NULL},
 };
 const int driver_basic_count = HX_GROUP(driver_basic_cases);

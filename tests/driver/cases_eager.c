@@ -297,10 +297,10 @@ static void case_held_cts(void) {
 
 const struct hx_case driver_eager_cases[] = {
     {"early", "small sends return before their receive is posted and land in the right entries", 10,
-     {"leader", "sender", "receiver"}, NULL, case_early, {NULL}, NULL},
+     {"leader", "sender", "receiver"}, NULL, case_early, {NULL}, NULL, NULL},
     {"close-after-send", "a sender closing after its small sends completed loses nothing; a later receive fails", 10,
-     {"leader", "sender", "receiver"}, NULL, case_close_after_send, {NULL}, NULL},
+     {"leader", "sender", "receiver"}, NULL, case_close_after_send, {NULL}, NULL, NULL},
     {"held-cts", "a large send after many small ones gets the CTS the receiver held back, at once", 15,
-     {"leader", "sender", "receiver"}, NULL, case_held_cts, {NULL}, NULL},
+     {"leader", "sender", "receiver"}, NULL, case_held_cts, {NULL}, NULL, NULL},
 };
 const int driver_eager_count = HX_GROUP(driver_eager_cases);

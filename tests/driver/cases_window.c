@@ -212,8 +212,8 @@ static void case_grouped(void) {
 
 const struct hx_case driver_window_cases[] = {
     {"inflight-32", "32 requests in flight per comm, twice, every byte verified", 12,
-     {"leader", "sender", "receiver"}, NULL, case_inflight32, {NULL}, NULL},
+     {"leader", "sender", "receiver"}, NULL, case_inflight32, {NULL}, NULL, NULL},
     {"grouped", "grouped irecv (n = maxRecvs), sends in shuffled tag order", 12, {"leader", "sender", "receiver"},
-     NULL, case_grouped, {NULL}, NULL},
+     NULL, case_grouped, {NULL}, NULL, NULL},
 };
 const int driver_window_count = HX_GROUP(driver_window_cases);

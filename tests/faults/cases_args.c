@@ -123,12 +123,12 @@ static void case_double_close_listen(void) { double_close(CLOSE_LISTEN); }
 #define ARGS_ROLES {"leader", "receiver", "sender"}
 const struct hx_case args_cases[] = {
     {"bad-args", "test(NULL), test of a freed request and other bad arguments: errors, comm still works", 30,
-     ARGS_ROLES, NULL, w_badargs, {NULL}, NULL},
+     ARGS_ROLES, NULL, w_badargs, {NULL}, NULL, NULL},
     {"double-close-send", "closeSend twice: an error, no use of freed memory", 30, ARGS_ROLES, case_double_close_send,
-     w_double_close, {NULL}, NULL},
+     w_double_close, {NULL}, NULL, NULL},
     {"double-close-recv", "closeRecv twice: an error, no use of freed memory", 30, ARGS_ROLES, case_double_close_recv,
-     w_double_close, {NULL}, NULL},
+     w_double_close, {NULL}, NULL, NULL},
     {"double-close-listen", "closeListen twice: an error, no use of freed memory", 30, ARGS_ROLES,
-     case_double_close_listen, w_double_close, {NULL}, NULL},
+     case_double_close_listen, w_double_close, {NULL}, NULL, NULL},
 };
 const int args_count = HX_GROUP(args_cases);

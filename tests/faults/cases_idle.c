@@ -169,6 +169,6 @@ static void lead_idle(void) {
 
 const struct hx_case idle_cases[] = {
     {"idle-rank", "a rank posts nothing for 3 x COLLX_TIMEOUT, then resumes: no error, all complete", 45,
-     {"leader", "A (idle)", "B (busy)"}, lead_idle, w_idle, {NULL}, NULL},
+     {"leader", "A (idle)", "B (busy)"}, lead_idle, w_idle, {NULL}, NULL, NULL},
 };
 const int idle_count = HX_GROUP(idle_cases);

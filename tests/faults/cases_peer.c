@@ -359,6 +359,15 @@ static void netns_stream_and_drop(struct netns_pair *ns) {
   hx_summary("[%s; limit COLLX_TIMEOUT=%d s]", how, TIMEOUT_S);
 }
 
+/* What a killed case left behind (the names come from the leader's pid). */
+static void netns_leftovers(pid_t leader) {
+  if (geteuid() != 0) return;
+  struct netns_pair ns;
+  snprintf(ns.a, sizeof ns.a, "cxfA%d", (int)(leader % 100000));
+  snprintf(ns.b, sizeof ns.b, "cxfB%d", (int)(leader % 100000));
+  netns_cleanup(&ns);
+}
+
 static void case_netns_drop(void) {
   if (geteuid() != 0) {
     hx_skip("needs root (network namespaces)");
@@ -381,18 +390,18 @@ static void case_netns_drop(void) {
 #define PAIR_ROLES {"leader", "receiver", "sender"}
 const struct hx_case peer_cases[] = {
     {"kill-sender", "sender SIGKILLed mid-transfer: receiver's next call fails with ncclRemoteError within 2 s", 30,
-     PAIR_ROLES, case_kill_sender, NULL, {NULL}, NULL},
+     PAIR_ROLES, case_kill_sender, NULL, {NULL}, NULL, NULL},
     {"kill-receiver", "receiver SIGKILLed mid-transfer: sender fails with ncclRemoteError within 2 s", 30, PAIR_ROLES,
-     case_kill_receiver, NULL, {NULL}, NULL},
+     case_kill_receiver, NULL, {NULL}, NULL, NULL},
     {"kill-sender-inflight", "sender frozen, then SIGKILLed: the receiver's pending test fails within 2 s", 30,
-     PAIR_ROLES, case_kill_sender_inflight, NULL, {NULL}, NULL},
+     PAIR_ROLES, case_kill_sender_inflight, NULL, {NULL}, NULL, NULL},
     {"kill-receiver-inflight", "receiver frozen, then SIGKILLed: the sender's pending test fails within 2 s", 30,
-     PAIR_ROLES, case_kill_receiver_inflight, NULL, {NULL}, NULL},
+     PAIR_ROLES, case_kill_receiver_inflight, NULL, {NULL}, NULL, NULL},
     {"stop-sender", "sender SIGSTOPped: receiver fails within COLLX_TIMEOUT (3 s)", 30, PAIR_ROLES, case_stop_sender,
-     NULL, {NULL}, NULL},
+     NULL, {NULL}, NULL, NULL},
     {"stop-receiver", "receiver SIGSTOPped: sender fails within COLLX_TIMEOUT (3 s)", 30, PAIR_ROLES,
-     case_stop_receiver, NULL, {NULL}, NULL},
+     case_stop_receiver, NULL, {NULL}, NULL, NULL},
     {"netns-drop", "packets dropped between two network namespaces: error within COLLX_TIMEOUT (root)", 45,
-     PAIR_ROLES, case_netns_drop, NULL, {NULL}, NULL},
+     PAIR_ROLES, case_netns_drop, NULL, {NULL}, NULL, netns_leftovers},
 };
 const int peer_count = HX_GROUP(peer_cases);

@@ -309,10 +309,10 @@ static void w_handles(void) {
 #define SETUP_ROLES {"leader", "listener", "connector"}
 const struct hx_case setup_cases[] = {
     {"slow-connector", "connector pauses 2 x COLLX_CONNECT_TIMEOUT mid-setup: a working comm or an error", 40,
-     SETUP_ROLES, case_slow_connector, w_slow, {NULL}, NULL},
+     SETUP_ROLES, case_slow_connector, w_slow, {NULL}, NULL, NULL},
     {"slow-listener", "listener calls accept only after 3 x COLLX_CONNECT_TIMEOUT: the connection works", 40,
-     SETUP_ROLES, case_slow_listener, w_slow, {NULL}, NULL},
+     SETUP_ROLES, case_slow_listener, w_slow, {NULL}, NULL, NULL},
     {"bad-handles", "connect with random, zero, wrong-secret and stale handles: errors, no crash", 60, SETUP_ROLES,
-     NULL, w_handles, {NULL}, NULL},
+     NULL, w_handles, {NULL}, NULL, NULL},
 };
 const int setup_count = HX_GROUP(setup_cases);

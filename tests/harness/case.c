@@ -520,6 +520,7 @@ int hx_run_case(const struct hx_case *c) {
     sleep_s(0.005);
   }
   kill(-leader, SIGKILL); /* anything of the group still alive */
+  if (c->cleanup) c->cleanup(leader);
   double dt = now_s() - t0;
   int nf = 0, ns = 0;
   for (int r = 0; r < HX_MAX_ROLES; r++) {
@@ -642,7 +643,7 @@ int hx_main(int argc, char **argv, const struct hx_program *prog) {
       usage(stdout, argv[0], prog);
       return 0;
     } else if (!strcmp(a, "--case") || !strncmp(a, "--case=", 7) || !strcmp(a, "--abi")) {
-      const char *v = a[6] == '=' ? a + 7 : i + 1 < argc ? argv[++i] : NULL;
+      const char *v = !strncmp(a, "--case=", 7) ? a + 7 : i + 1 < argc ? argv[++i] : NULL;
       if (!v) {
         usage(stderr, argv[0], prog);
         return 99;

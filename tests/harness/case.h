@@ -35,6 +35,7 @@ struct hx_case {
   void (*work)(void);
   const char *env[4]; /* "NAME=VALUE" for this case's processes */
   const char *aliases; /* other names --case accepts, comma-separated (names of cases merged into this one) */
+  void (*cleanup)(pid_t leader); /* after the case, even a killed one: what it may have left outside */
 };
 
 struct hx_program {

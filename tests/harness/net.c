@@ -108,6 +108,11 @@ int hx_net_bind(struct hx_net *n, void *dl, int version, char *err, size_t errle
     snprintf(err, errlen, "ncclNet version %d is not one the harness knows", version);
     return -1;
   }
+  if (n->version->props_size > PROPS_RAW_CAP) {
+    snprintf(err, errlen, "ncclNetProperties_v%d_t (%zu bytes) is larger than the harness's %d", version,
+             n->version->props_size, PROPS_RAW_CAP);
+    return -1;
+  }
   n->dl = dl;
   n->table = dlsym(dl, n->version->symbol);
   if (!n->table) {
@@ -174,7 +179,10 @@ ncclResult_t hx_net_devices(struct hx_net *n, int *ndev) {
   return CALL(n, F_DEVICES, ncclResult_t(*)(int *), ndev);
 }
 
-#define PROP(raw, v, P, T) (*(const T *)((const char *)(raw) + (v)->prop[P]))
+/* A field of the version's properties struct, copied out of the raw bytes. */
+static void prop(const unsigned char *raw, const struct hx_net_version *v, int field, void *out, size_t len) {
+  memcpy(out, raw + v->prop[field], len);
+}
 
 ncclResult_t hx_net_getProperties(struct hx_net *n, int dev, struct hx_props *p, int raw_fill) {
   /* Aligned like any of the versions' structs. */
@@ -186,15 +194,16 @@ ncclResult_t hx_net_getProperties(struct hx_net *n, int dev, struct hx_props *p,
   memset(raw.bytes, raw_fill, v->props_size);
   ncclResult_t r = CALL(n, F_PROPS, ncclResult_t(*)(int, void *), dev, raw.bytes);
   memset(p, 0, sizeof *p);
-  p->name = PROP(raw.bytes, v, P_NAME, char *);
-  p->pciPath = PROP(raw.bytes, v, P_PCI, char *);
-  p->ptrSupport = PROP(raw.bytes, v, P_PTR, int);
-  p->regIsGlobal = v->prop[P_REGGLOBAL] == NO_MEMBER ? -1 : PROP(raw.bytes, v, P_REGGLOBAL, int);
-  p->speed = PROP(raw.bytes, v, P_SPEED, int);
-  p->latency = PROP(raw.bytes, v, P_LATENCY, float);
-  p->maxComms = PROP(raw.bytes, v, P_MAXCOMMS, int);
-  p->maxRecvs = PROP(raw.bytes, v, P_MAXRECVS, int);
-  p->netDeviceType = PROP(raw.bytes, v, P_DEVTYPE, int);
+  prop(raw.bytes, v, P_NAME, &p->name, sizeof p->name);
+  prop(raw.bytes, v, P_PCI, &p->pciPath, sizeof p->pciPath);
+  prop(raw.bytes, v, P_PTR, &p->ptrSupport, sizeof p->ptrSupport);
+  p->regIsGlobal = -1;
+  if (v->prop[P_REGGLOBAL] != NO_MEMBER) prop(raw.bytes, v, P_REGGLOBAL, &p->regIsGlobal, sizeof p->regIsGlobal);
+  prop(raw.bytes, v, P_SPEED, &p->speed, sizeof p->speed);
+  prop(raw.bytes, v, P_LATENCY, &p->latency, sizeof p->latency);
+  prop(raw.bytes, v, P_MAXCOMMS, &p->maxComms, sizeof p->maxComms);
+  prop(raw.bytes, v, P_MAXRECVS, &p->maxRecvs, sizeof p->maxRecvs);
+  prop(raw.bytes, v, P_DEVTYPE, &p->netDeviceType, sizeof p->netDeviceType);
   return r;
 }
 

@@ -527,7 +527,7 @@ int main(int argc, char **argv) {
   printf("collx soak: %d comms x %d in flight, %d threads per process, %.0f s, plugin %s\n", g_comms, g_inflight,
          g_threads, g_seconds, hx_plugin_path);
   const struct hx_case soak = {"soak", "two processes under load", g_seconds + 240, {"leader", "receiver", "sender"},
-                               NULL, side_main, {NULL}, NULL};
+                               NULL, side_main, {NULL}, NULL, NULL};
   double t0 = now_s();
   int case_ok = hx_run_case(&soak) == 0;
   g = hx_shared();
