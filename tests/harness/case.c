@@ -40,6 +40,7 @@ struct role_page {
 };
 
 struct entry {
+  int named; /* name written: the entry is visible to lookups */
   char name[ENTRY_NAME];
   int full;   /* a value or a message is there */
   int value;  /* flags */
@@ -172,21 +173,30 @@ static void page_lock(void) {
 }
 static void page_unlock(void) { __atomic_store_n(&g_page->lock, 0, __ATOMIC_RELEASE); }
 
-/* The entry of a name, made on first use. */
+/* The entry of a name, or NULL.  Lock-free: a process stopped or killed
+ * while it polls a flag must not block the others. */
+static struct entry *find_entry(const char *name) {
+  for (int i = 0; i < NENTRIES; i++) {
+    struct entry *x = &g_page->entry[i];
+    if (!__atomic_load_n(&x->named, __ATOMIC_ACQUIRE)) return NULL; /* entries are named in order */
+    if (!strncmp(x->name, name, ENTRY_NAME - 1)) return x;
+  }
+  return NULL;
+}
+
+/* The entry of a name, made on first use (under the page lock, which only
+ * making an entry takes). */
 static struct entry *entry_of(const char *name) {
+  struct entry *e = find_entry(name);
+  if (e) return e;
   page_lock();
-  struct entry *free_e = NULL, *e = NULL;
+  e = find_entry(name);
   for (int i = 0; i < NENTRIES && !e; i++) {
     struct entry *x = &g_page->entry[i];
-    if (!x->name[0]) {
-      if (!free_e) free_e = x;
-    } else if (!strncmp(x->name, name, ENTRY_NAME - 1)) {
-      e = x;
-    }
-  }
-  if (!e && free_e) {
-    e = free_e;
-    snprintf(e->name, sizeof e->name, "%s", name);
+    if (x->named) continue;
+    snprintf(x->name, sizeof x->name, "%s", name);
+    __atomic_store_n(&x->named, 1, __ATOMIC_RELEASE);
+    e = x;
   }
   page_unlock();
   if (!e) {
@@ -214,7 +224,10 @@ static int wait_turn(struct hx_wait *w, const char *kind, const char *what, doub
 }
 
 void hx_flag_set(const char *name, int value) { __atomic_store_n(&entry_of(name)->value, value, __ATOMIC_SEQ_CST); }
-int hx_flag(const char *name) { return __atomic_load_n(&entry_of(name)->value, __ATOMIC_SEQ_CST); }
+int hx_flag(const char *name) {
+  const struct entry *e = find_entry(name);
+  return e ? __atomic_load_n(&e->value, __ATOMIC_SEQ_CST) : 0;
+}
 
 int hx_flag_wait(const char *name, int value, double timeout_s) {
   struct entry *e = entry_of(name);

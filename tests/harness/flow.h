@@ -8,7 +8,10 @@
  *
  * Sizes either come per message (size/posted/tag arrays of n entries, from
  * hx_flow_plan) or cycle through cap, 1, 4 KiB, cap/2 + 3 and 64 KiB + 1
- * (every message cap when all_max), each posted with cap.
+ * (every message cap when all_max), each posted with cap.  A stream checks
+ * the size and the bytes of each message but does not fill the buffer
+ * before each post (at 16 MiB a message that would slow the receiver down
+ * more than the fault cases allow).
  */
 #ifndef COLLX_HARNESS_FLOW_H
 #define COLLX_HARNESS_FLOW_H
@@ -30,6 +33,7 @@ struct hx_flow {
   size_t cap;               /* without arrays: the largest message */
   int tag0;                 /* without arrays: the tag of every message */
   int all_max;
+  int guard;      /* receiver: fill before the post, canary after the buffer (plans; streams skip it) */
   int check_tail;
   /* state */
   uint8_t *buf[HX_FLOW_MAX_WINDOW];
