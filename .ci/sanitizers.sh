@@ -177,14 +177,14 @@ for stage in $stages; do
       continue
     fi
     (cd "$work/plain" && make -j"$jobs" tests/driver/conformance) >>"$logs/build-plain.log" 2>&1
-    # Each forked worker runs under valgrind too (fork keeps the tool); a
-    # memory error makes that worker exit 1 without a verdict, which the
-    # driver reports as a failure of the case.  Leaks are reported, not
+    # Each forked process runs under valgrind too (fork keeps the tool); a
+    # memory error makes that process exit 1 without a verdict, which the
+    # harness reports as a failure of the case ("ended abnormally").  Leaks are reported, not
     # counted (the plugin keeps its device table until exit).
     (cd "$work/plain" && COLLX_DRIVER_TIMEOUT_SCALE=20 timeout 1200 valgrind -q --error-exitcode=1 \
        --keep-debuginfo=yes --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=none \
        ./tests/driver/conformance) >"$logs/valgrind.log" 2>&1
-    grep -E '^(FAIL|TIMEOUT)|^  \[.*\] (FAIL|process ended)' "$logs/valgrind.log" | head -n 20 | sed 's/^/  /'
+    grep -E '^(FAIL|TIMEOUT)|^  TIMEOUT|^  \[.*\] FAIL' "$logs/valgrind.log" | head -n 20 | sed 's/^/  /'
     nerr=$(grep -cE '^==[0-9]+== (Invalid|Conditional|Use of uninitialised|Syscall param|Mismatched|Source and destination)' \
       "$logs/valgrind.log")
     nleak=$(grep -cE 'definitely lost in loss record' "$logs/valgrind.log")

@@ -1,4 +1,5 @@
 #!/bin/sh
-# ./tests/driver/conformance through ncclNetPlugin_v11 (tests/common/net_compat.h),
-# with stream threads.  Run from the build directory.
-COLLX_DRIVER_NET_VERSION=11 COLLX_PROGRESS=threads exec ./tests/driver/conformance "$@"
+# Every conformance case through ncclNetPlugin_v11 (NCCL 2.28: a context
+# per communicator, finalize), with stream threads.  Run from the build
+# directory.
+COLLX_PROGRESS=threads exec ./tests/driver/conformance --abi 11 "$@"

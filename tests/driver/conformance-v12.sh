@@ -1,4 +1,4 @@
 #!/bin/sh
-# ./tests/driver/conformance through ncclNetPlugin_v12 (tests/common/net_compat.h),
-# with stream threads.  Run from the build directory.
-COLLX_DRIVER_NET_VERSION=12 COLLX_PROGRESS=threads exec ./tests/driver/conformance "$@"
+# Every conformance case through ncclNetPlugin_v12 (NCCL 2.30), with stream
+# threads.  Run from the build directory.
+COLLX_PROGRESS=threads exec ./tests/driver/conformance --abi 12 "$@"

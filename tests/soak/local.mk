@@ -4,6 +4,6 @@
 # the long run is tests/soak/soak --seconds 60 (.ci/sanitizers.sh does it).
 check_PROGRAMS += tests/soak/soak
 tests_soak_soak_SOURCES = tests/soak/soak.c tests/common/proc.h
-tests_soak_soak_LDADD = -ldl -lpthread
+tests_soak_soak_LDADD = tests/harness/libcollx-harness.la -ldl -lpthread
 TESTS += tests/soak/soak-check-threads.sh tests/soak/soak-check-caller.sh tests/soak/soak-check-inline.sh
 EXTRA_DIST += tests/soak/soak-check-threads.sh tests/soak/soak-check-caller.sh tests/soak/soak-check-inline.sh

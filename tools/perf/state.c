@@ -1,0 +1,125 @@
+/* collx-perf: Process-wide state, errors and the watchdog. */
+#include "perf.h"
+
+struct perf_options o = {.port = DEFAULT_PORT, .depth = 8, .timeout = 60.0, .slice = 512 << 10};
+
+/* ========================================================================
+ * Process-wide state, errors, watchdog
+ * ======================================================================== */
+
+const char *g_role = "";        /* "", "server", "rank 3" */
+struct hx_net net;
+char g_plugin_path[PATH_MAX];
+pid_t g_children[MAX_RANKS];
+int g_nchildren;
+static atomic_uint_fast64_t g_beat;    /* bumped by every wait loop */
+char g_phase[160] = "start-up"; /* what the process is doing */
+
+void beat(void) { atomic_fetch_add_explicit(&g_beat, 1, memory_order_relaxed); }
+
+uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t timeout_ns(void) {
+  return o.timeout > 0 ? (uint64_t)(o.timeout * NS) : UINT64_MAX;
+}
+
+uint64_t deadline_in(void) {
+  return o.timeout > 0 ? now_ns() + timeout_ns() : UINT64_MAX;
+}
+
+void set_phase(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(g_phase, sizeof g_phase, fmt, ap);
+  va_end(ap);
+}
+
+static void kill_children(void) {
+  for (int i = 0; i < g_nchildren; i++)
+    if (g_children[i] > 0) kill(g_children[i], SIGKILL);
+  for (int i = 0; i < g_nchildren; i++)
+    if (g_children[i] > 0) {
+      waitpid(g_children[i], NULL, 0);
+      g_children[i] = 0;
+    }
+}
+
+int role_prefix(char *buf, size_t len) {
+  return snprintf(buf, len, "collx-perf%s%s%s", *g_role ? " [" : "", g_role, *g_role ? "]" : "");
+}
+
+/* "collx-perf [role]: <kind><message>" on stderr. */
+static void say(const char *kind, const char *fmt, va_list ap) {
+  char buf[1024];
+  int n = role_prefix(buf, sizeof buf);
+  n += snprintf(buf + n, sizeof buf - (size_t)n, ": %s", kind);
+  vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+  fflush(stdout);
+  fprintf(stderr, "%s\n", buf);
+}
+
+void die(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  say("error: ", fmt, ap);
+  va_end(ap);
+  fflush(stderr);
+  kill_children();
+  _exit(1);
+}
+
+void note(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  say("", fmt, ap);
+  va_end(ap);
+}
+
+void on_signal(int sig) {
+  for (int i = 0; i < g_nchildren; i++)
+    if (g_children[i] > 0) kill(g_children[i], SIGKILL);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+/* Catches a plugin call that never returns (the wait loops have their own
+ * timeouts; this is for the calls themselves). */
+static void *watchdog_main(void *arg) {
+  (void)arg;
+  uint64_t last = atomic_load(&g_beat), since = now_ns();
+  for (;;) {
+    sleep(1);
+    uint64_t b = atomic_load(&g_beat), t = now_ns();
+    if (b != last) {
+      last = b;
+      since = t;
+    } else if (t - since > timeout_ns() + 10ull * 1000000000ull) {
+      die("no sign of life for %.0f s while %s: a plugin call does not return", (t - since) / NS,
+          g_phase);
+    }
+  }
+  return NULL;
+}
+
+void start_watchdog(void) {
+  if (o.timeout <= 0) return;
+  pthread_t th;
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&th, &a, watchdog_main, NULL) != 0) die("cannot start the watchdog thread");
+  pthread_attr_destroy(&a);
+}
+
+/* A child: dies with its parent, forgets the parent's children. */
+void became_child(const char *role) {
+  g_role = role;
+  g_nchildren = 0;
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+}
