@@ -5,7 +5,9 @@
 #   2. a merged device of two NICs rate-limited to unequal speeds (1 and
 #      3 Gbit/s) splits the bytes by speed: each NIC carries its share
 #      (per-interface byte counters), in both progress modes;
-#   3. a single NIC's traffic stays on that NIC.
+#   3. a single NIC's traffic stays on that NIC;
+#   4. collx-perf's ring all-reduce with each of 4 ranks on its own host
+#      (--netns), every element checked, every host's NIC carrying its part.
 # Throughput is printed, not asserted (bench/netbed.sh measures it).
 # Root only: exit 77 (skip) when not root or when namespaces cannot be made.
 # Runs from the build directory; COLLX_PERF may point elsewhere.
@@ -109,6 +111,27 @@ done
 perf_run single "-n 300" COLLX_IFNAME==eth1 COLLX_MERGE=none
 check $([ $sent1 -ge "${moved:-1}" ] && echo 0 || echo 1) "single: eth1 carries the ${moved:-?} bytes moved ($sent1)"
 check $([ $((sent0 * 100)) -lt $sent1 ] && echo 0 || echo 1) "single: eth0 carries < 1% of eth1's bytes ($sent0)"
+
+# ---- 4. all-reduce across four hosts ---------------------------------------
+netbed_down "$bed"
+if ! netbed_up "$bed" 4 1 2>"$tmp/err"; then
+  check 1 "four hosts: $(cat "$tmp/err")"
+else
+  before=() ns=()
+  for i in 0 1 2 3; do before[$i]=$(netbed_bytes "$bed" $i 0 tx); ns[$i]=$(netbed_ns "$bed" $i); done
+  COLLX_IFNAME=eth0 timeout 60 "$perf" --ranks 4 --netns "$(IFS=,; echo "${ns[*]}")" -s 4M -n 10 --timeout 20 \
+    >"$tmp/ring.out" 2>&1
+  rc=$?
+  check $([ $rc -eq 0 ] && grep -q "correct at every size" "$tmp/ring.out" && echo 0 || echo 1) \
+    "all-reduce over 4 hosts (--netns): every element right (exit $rc)"
+  [ $rc -ne 0 ] && tail -5 "$tmp/ring.out" | sed 's/^/    /'
+  # Ten timed 4 MiB all-reduces alone make each rank send 2 x 3/4 x 4 MiB x 10.
+  least=$((2 * 3 * 4194304 * 10 / 4))
+  for i in 0 1 2 3; do
+    sent=$(($(netbed_bytes "$bed" $i 0 tx) - before[i]))
+    check $([ $sent -ge $least ] && echo 0 || echo 1) "all-reduce: host $i's eth0 sent its part, >= $least B ($sent)"
+  done
+fi
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -32,6 +32,9 @@ static void usage(FILE *f) {
 "Ring all-reduce (--ranks N, 2..%d): float32 sum, sizes 1K .. 64M unless\n"
 "  -s/--min/--max; -d: slices in flight each way (default 8); --slice SIZE: slice\n"
 "  size (default 512K); -n / -t as above.  Exit status 1 if any element is wrong.\n"
+"  --netns A,B,...      rank i runs in network namespace i (as `ip netns` names\n"
+"                       them; root): ranks on separate hosts of a test bed\n"
+"                       (tests/netbed/netbed.sh); COLLX_IFNAME is then not forced\n"
 "\n"
 "Common:\n"
 "  --dev N              plugin device (default 0); choose interfaces with\n"
@@ -62,9 +65,22 @@ static void two_modes(void) {
   exit(2);
 }
 
+/* --netns NS0,NS1,...: one namespace name per rank, as `ip netns` names them. */
+static void parse_netns(const char *arg) {
+  free(o.netns_list);
+  o.netns_list = strdup(arg);
+  o.nnetns = 0;
+  if (!o.netns_list) die("out of memory");
+  for (char *save = NULL, *name = strtok_r(o.netns_list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+    if (o.nnetns == MAX_RANKS || !*name || strchr(name, '/')) bad_arg("--netns (NAME,NAME,...: one per rank)", arg);
+    o.netns[o.nnetns++] = name;
+  }
+  if (!o.nnetns) bad_arg("--netns (NAME,NAME,...: one per rank)", arg);
+}
+
 static void parse_args(int argc, char **argv) {
   enum { O_LISTEN = 256, O_SELF, O_RANKS, O_TEST, O_MIN, O_MAX, O_COMPARE, O_BASELINE, O_DEV,
-         O_PLUGIN, O_TIMEOUT, O_CHECK, O_SLICE };
+         O_PLUGIN, O_TIMEOUT, O_CHECK, O_SLICE, O_NETNS };
   static const struct option lo[] = {
       {"listen", no_argument, 0, O_LISTEN},       {"self", no_argument, 0, O_SELF},
       {"ranks", required_argument, 0, O_RANKS},   {"test", required_argument, 0, O_TEST},
@@ -75,6 +91,7 @@ static void parse_args(int argc, char **argv) {
       {"baseline", required_argument, 0, O_BASELINE}, {"dev", required_argument, 0, O_DEV},
       {"plugin", required_argument, 0, O_PLUGIN}, {"timeout", required_argument, 0, O_TIMEOUT},
       {"check", no_argument, 0, O_CHECK},         {"slice", required_argument, 0, O_SLICE},
+      {"netns", required_argument, 0, O_NETNS},
       {"port", required_argument, 0, 'p'},        {"verbose", no_argument, 0, 'v'},
       {"help", no_argument, 0, 'h'},              {"version", no_argument, 0, 'V'},
       {0, 0, 0, 0}};
@@ -145,6 +162,7 @@ static void parse_args(int argc, char **argv) {
       if (parse_size(optarg, &sz) || sz < 64 || sz > MAX_MSG_SIZE) bad_arg("--slice (64 .. 1G)", optarg);
       o.slice = sz & ~(size_t)3;
       break;
+    case O_NETNS: parse_netns(optarg); break;
     case 'p':
       if (parse_long(optarg, 1, 65535, &v)) bad_arg("--port", optarg);
       o.port = (int)v;
@@ -176,12 +194,21 @@ static void parse_args(int argc, char **argv) {
     }
     if (!size_set && !o.min_set) o.min_size = 1 << 10;
     if (!size_set && !o.max_set) o.max_size = 64 << 20;
+    if (o.nnetns && o.nnetns != o.nranks) {
+      fprintf(stderr, "collx-perf: --netns names %d namespaces for %d ranks: give one per rank\n", o.nnetns,
+              o.nranks);
+      exit(2);
+    }
     if (o.min_size < (size_t)(4 * o.nranks)) {
       fprintf(stderr, "collx-perf: --ranks %d needs sizes of at least %d bytes (one float per rank)\n",
               o.nranks, 4 * o.nranks);
       exit(2);
     }
   } else {
+    if (o.nnetns) {
+      fprintf(stderr, "collx-perf: --netns goes with --ranks (a client or server runs where it is started)\n");
+      exit(2);
+    }
     if (o.test == TEST_LAT && (o.bidir || depth_set)) {
       fprintf(stderr, "collx-perf: --test lat is a ping-pong with one message in flight: no --bidir or --depth\n");
       exit(2);

@@ -100,6 +100,10 @@ struct perf_options {
   int check;
   size_t slice;
   int version;
+  /* --netns: the network namespace each rank enters (NULL: this one) */
+  char *netns_list;
+  const char *netns[MAX_RANKS];
+  int nnetns;
 };
 extern struct perf_options o;
 
