@@ -23,40 +23,16 @@ import argparse
 import os
 import sys
 
+# The reading of run.sh's results directories, shared with plot.py.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from plot import fmt_size, read_meta, read_status  # noqa: E402
+
 COLLS = ["all_reduce", "all_gather", "reduce_scatter", "sendrecv", "alltoall"]
 CONFIGS = [("collx", "collx"), ("socket", "Socket"), ("socket-tuned", "Socket tuned")]
 TARGET_MIN, TARGET_MAX = 16 << 20, 512 << 20
 TARGET_RATIO = 2.0
 COLOR = {"collx": "tab:red", "socket": "tab:blue", "socket-tuned": "tab:green"}
 STYLE = ["-", "--", ":", "-."]
-
-
-def read_tsv(path):
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        lines = [l.rstrip("\n") for l in f if l.strip()]
-    if not lines:
-        return []
-    names = lines[0].lstrip("#").split("\t")
-    rows = []
-    for line in lines[1:]:
-        vals = line.split("\t")
-        vals += [""] * (len(names) - len(vals))
-        rows.append(dict(zip(names, vals)))
-    return rows
-
-
-def read_meta(raw):
-    meta = {}
-    path = os.path.join(raw, "meta.txt")
-    if os.path.exists(path):
-        with open(path) as f:
-            for line in f:
-                if ":" in line:
-                    k, v = line.split(":", 1)
-                    meta[k.strip()] = v.strip()
-    return meta
 
 
 def num(s):
@@ -108,13 +84,6 @@ class Run:
             return None
         r = self.rows.get(size)
         return r if r and r["wrong"] == 0 else None
-
-
-def fmt_size(b):
-    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if b >= div and b % div == 0:
-            return "%d %s" % (b // div, unit)
-    return "%d B" % b
 
 
 def fmt(v):
@@ -312,7 +281,7 @@ def main():
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     meta = read_meta(args.raw)
-    runs = [Run(st, args.raw) for st in read_tsv(os.path.join(args.raw, "status.tsv"))]
+    runs = [Run(st, args.raw) for st in read_status(args.raw)]
     runs.sort(key=lambda r: (COLLS.index(r.coll) if r.coll in COLLS else 99, r.nranks, r.config))
     runs_by = {(r.coll, r.nranks, r.config): r for r in runs}
     colls = [c for c in COLLS if any(r.coll == c for r in runs)]
