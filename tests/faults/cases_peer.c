@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "faults.h"
+#include "../common/shell.h"
 
 #define KILL_LIMIT_S 2.0 /* error after SIGKILL of the peer within this */
 
@@ -275,26 +276,14 @@ static void case_stop_sender(void) { fault_pair(1, SIGSTOP, 0); }
 static void case_stop_receiver(void) { fault_pair(0, SIGSTOP, 0); }
 
 /* ---- packets dropped between two network namespaces (root only) ---------- */
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...) {
-  char cmd[1024], full[1100];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof cmd, fmt, ap);
-  va_end(ap);
-  snprintf(full, sizeof full, "%s >/dev/null 2>&1", cmd);
-  int st = system(full);
-  if (hx_verbose) fprintf(stderr, "[netns] %s -> %d\n", cmd, st);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 struct netns_pair {
   char a[32], b[32], va[16], vb[16];
 };
 
 static void netns_cleanup(const struct netns_pair *ns) {
-  sh("ip netns del %s", ns->a);
-  sh("ip netns del %s", ns->b);
+  run_sh(hx_verbose, "ip netns del %s", ns->a);
+  run_sh(hx_verbose, "ip netns del %s", ns->b);
 }
 
 /* Two namespaces joined by a veth pair, 10.77.0.1 and .2; NULL (skipped) if impossible. */
@@ -304,16 +293,16 @@ static const char *netns_setup(struct netns_pair *ns) {
   snprintf(ns->b, sizeof ns->b, "cxfB%d", id);
   snprintf(ns->va, sizeof ns->va, "cxfa%d", id);
   snprintf(ns->vb, sizeof ns->vb, "cxfb%d", id);
-  if (sh("ip netns add %s", ns->a) || sh("ip netns add %s", ns->b)) return "cannot create network namespaces here";
-  if (sh("ip link add %s netns %s type veth peer name %s netns %s", ns->va, ns->a, ns->vb, ns->b) ||
-      sh("ip -n %s addr add 10.77.0.1/24 dev %s", ns->a, ns->va) ||
-      sh("ip -n %s addr add 10.77.0.2/24 dev %s", ns->b, ns->vb) || sh("ip -n %s link set %s up", ns->a, ns->va) ||
-      sh("ip -n %s link set %s up", ns->b, ns->vb) || sh("ip -n %s link set lo up", ns->a) ||
-      sh("ip -n %s link set lo up", ns->b))
+  if (run_sh(hx_verbose, "ip netns add %s", ns->a) || run_sh(hx_verbose, "ip netns add %s", ns->b)) return "cannot create network namespaces here";
+  if (run_sh(hx_verbose, "ip link add %s netns %s type veth peer name %s netns %s", ns->va, ns->a, ns->vb, ns->b) ||
+      run_sh(hx_verbose, "ip -n %s addr add 10.77.0.1/24 dev %s", ns->a, ns->va) ||
+      run_sh(hx_verbose, "ip -n %s addr add 10.77.0.2/24 dev %s", ns->b, ns->vb) || run_sh(hx_verbose, "ip -n %s link set %s up", ns->a, ns->va) ||
+      run_sh(hx_verbose, "ip -n %s link set %s up", ns->b, ns->vb) || run_sh(hx_verbose, "ip -n %s link set lo up", ns->a) ||
+      run_sh(hx_verbose, "ip -n %s link set lo up", ns->b))
     return "cannot set up a veth pair between the namespaces";
   /* Wait for the link (and IPv4 DAD-free addresses) to come up. */
-  for (int i = 0; i < 100 && sh("ip netns exec %s ping -c1 -W1 10.77.0.2", ns->a) != 0; i++) {
-    if (sh("command -v ping") != 0) {
+  for (int i = 0; i < 100 && run_sh(hx_verbose, "ip netns exec %s ping -c1 -W1 10.77.0.2", ns->a) != 0; i++) {
+    if (run_sh(hx_verbose, "command -v ping") != 0) {
       sleep_s(0.5);
       break;
     }
@@ -324,16 +313,16 @@ static const char *netns_setup(struct netns_pair *ns) {
 
 /* Drop everything in and out of B's namespace: no RST, no FIN, silence. */
 static const char *drop_all(const struct netns_pair *ns) {
-  if (sh("command -v nft") == 0 &&
-      sh("ip netns exec %s nft 'add table inet cxfdrop; "
+  if (run_sh(hx_verbose, "command -v nft") == 0 &&
+      run_sh(hx_verbose, "ip netns exec %s nft 'add table inet cxfdrop; "
          "add chain inet cxfdrop in { type filter hook input priority 0; policy drop; }; "
          "add chain inet cxfdrop out { type filter hook output priority 0; policy drop; }'",
          ns->b) == 0)
     return "nft drop in+out in the receiver's peer namespace";
-  if (sh("command -v iptables") == 0 && sh("ip netns exec %s iptables -A INPUT -j DROP", ns->b) == 0 &&
-      sh("ip netns exec %s iptables -A OUTPUT -j DROP", ns->b) == 0)
+  if (run_sh(hx_verbose, "command -v iptables") == 0 && run_sh(hx_verbose, "ip netns exec %s iptables -A INPUT -j DROP", ns->b) == 0 &&
+      run_sh(hx_verbose, "ip netns exec %s iptables -A OUTPUT -j DROP", ns->b) == 0)
     return "iptables DROP in+out";
-  if (sh("ip -n %s link set %s down", ns->b, ns->vb) == 0) return "veth link down (no nft/iptables)";
+  if (run_sh(hx_verbose, "ip -n %s link set %s down", ns->b, ns->vb) == 0) return "veth link down (no nft/iptables)";
   return NULL;
 }
 
@@ -373,7 +362,7 @@ static void case_netns_drop(void) {
     hx_skip("needs root (network namespaces)");
     return;
   }
-  if (sh("ip -V") != 0) {
+  if (run_sh(hx_verbose, "ip -V") != 0) {
     hx_skip("needs the ip command (iproute2)");
     return;
   }

@@ -39,7 +39,7 @@ tests_liveness_test_close_LDADD = libcollx-core.la
 # drops (root, ip netns, nft; skipped otherwise).
 check_PROGRAMS += tests/liveness/test_netns
 TESTS += tests/liveness/test_netns
-tests_liveness_test_netns_SOURCES = tests/liveness/test_netns.c
+tests_liveness_test_netns_SOURCES = tests/liveness/test_netns.c tests/common/shell.h
 tests_liveness_test_netns_LDADD = libcollx-core.la
 
 # test_pieces: a fake sender's clashing pieces fail the receive (never

@@ -19,27 +19,17 @@
 #include <sched.h>
 
 #include "lv.h"
+#include "../common/shell.h"
 
 #define CT_S 2.0 /* COLLX_CONNECT_TIMEOUT */
 
 static char ns_a[32], ns_b[32];
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...) {
-  char cmd[1024], full[1100];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof cmd, fmt, ap);
-  va_end(ap);
-  snprintf(full, sizeof full, "%s >/dev/null 2>&1", cmd);
-  int st = system(full);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 static void ns_cleanup(void) {
   if (!ns_a[0]) return;
-  sh("ip netns del %s", ns_a);
-  sh("ip netns del %s", ns_b);
+  run_sh(0, "ip netns del %s", ns_a);
+  run_sh(0, "ip netns del %s", ns_b);
 }
 
 /* 0, or LV_SKIP with the reason said. */
@@ -48,34 +38,34 @@ static int ns_setup(void) {
     lv_say("needs root (network namespaces)");
     return LV_SKIP;
   }
-  if (sh("ip netns list") != 0 || sh("command -v nft") != 0) {
+  if (run_sh(0, "ip netns list") != 0 || run_sh(0, "command -v nft") != 0) {
     lv_say("needs ip netns and nft");
     return LV_SKIP;
   }
   int id = (int)(getpid() % 100000);
   snprintf(ns_a, sizeof ns_a, "lv17a%d", id);
   snprintf(ns_b, sizeof ns_b, "lv17b%d", id);
-  if (sh("ip netns add %s", ns_a) || sh("ip netns add %s", ns_b)) {
+  if (run_sh(0, "ip netns add %s", ns_a) || run_sh(0, "ip netns add %s", ns_b)) {
     ns_cleanup();
     lv_say("cannot create network namespaces here");
     return LV_SKIP;
   }
   atexit(ns_cleanup);
-  if (sh("ip link add lva netns %s type veth peer name lvb netns %s", ns_a, ns_b) ||
-      sh("ip -n %s addr add 10.77.17.1/24 dev lva", ns_a) || sh("ip -n %s addr add 10.77.17.2/24 dev lvb", ns_b) ||
-      sh("ip -n %s link set lva up", ns_a) || sh("ip -n %s link set lvb up", ns_b) ||
-      sh("ip -n %s link set lo up", ns_a) || sh("ip -n %s link set lo up", ns_b)) {
+  if (run_sh(0, "ip link add lva netns %s type veth peer name lvb netns %s", ns_a, ns_b) ||
+      run_sh(0, "ip -n %s addr add 10.77.17.1/24 dev lva", ns_a) || run_sh(0, "ip -n %s addr add 10.77.17.2/24 dev lvb", ns_b) ||
+      run_sh(0, "ip -n %s link set lva up", ns_a) || run_sh(0, "ip -n %s link set lvb up", ns_b) ||
+      run_sh(0, "ip -n %s link set lo up", ns_a) || run_sh(0, "ip -n %s link set lo up", ns_b)) {
     lv_say("cannot set up a veth pair between the namespaces");
     return LV_SKIP;
   }
-  for (int i = 0; i < 100 && (sh("ip -n %s -o link show lva | grep -q 'state UP'", ns_a) != 0 ||
-                              sh("ip -n %s -o link show lvb | grep -q 'state UP'", ns_b) != 0); i++)
+  for (int i = 0; i < 100 && (run_sh(0, "ip -n %s -o link show lva | grep -q 'state UP'", ns_a) != 0 ||
+                              run_sh(0, "ip -n %s -o link show lvb | grep -q 'state UP'", ns_b) != 0); i++)
     sleep_s(0.02);
   return 0;
 }
 
 static int drop_b(void) {
-  return sh("ip netns exec %s nft 'add table inet lvdrop; "
+  return run_sh(0, "ip netns exec %s nft 'add table inet lvdrop; "
             "add chain inet lvdrop out { type filter hook output priority 0; policy drop; }'",
             ns_b);
 }
