@@ -14,6 +14,7 @@
 #include "core/comm.h"
 #include "core/context.h"
 #include "core/core.h"
+#include "topo/topo.h"
 #include "transport/tcp/tcp.h"
 #include "util/list.h"
 #include "util/log.h"
@@ -203,7 +204,7 @@ ncclResult_t collx_ctx_set_hints(void *ctxp, const struct collx_hints *h) {
 
 /* Settings for a connect under ctx (NULL: none), with the stream count
  * from the hints unless COLLX_NSTREAMS fixed it. */
-static int conn_opts(struct collx_ctx *ctx, struct tcp_conn_opts *o) {
+static int conn_opts(struct collx_ctx *ctx, int dev, struct tcp_conn_opts *o) {
   *o = (struct tcp_conn_opts){.nstreams = 0, .tclass = -1, .owner = NULL};
   if (!ctx) return 1;
   pthread_mutex_lock(&ctx_lock);
@@ -211,15 +212,18 @@ static int conn_opts(struct collx_ctx *ctx, struct tcp_conn_opts *o) {
   if (ok) {
     o->tclass = ctx->tclass;
     o->owner = ctx;
-    int base = tcp_configured_nstreams();
+    /* The device's count from the placement plan; a bad device is
+     * refused by the listen or connect that follows. */
+    const struct collx_device *d = collx_device_get(dev);
+    int base = d ? d->streams : 0;
     o->nstreams = base;
-    if (ctx->have_hints && !collx_nstreams_fixed()) {
-      o->nstreams = tcp_hinted_nstreams(base, ctx->hints.send.max_peers, ctx->hints.send.max_flows);
+    if (ctx->have_hints && !collx_nstreams_fixed() && base > 0) {
+      o->nstreams = collx_streams_hinted(base, ctx->hints.send.max_peers, ctx->hints.send.max_flows);
       if (o->nstreams != ctx->last_streams)
         COLLX_INFO(COLLX_LOG_NET, "comm %#llx: %d streams per new connection (NCCL's hints: up to "
                    "%d peers x %d flows at once; %d without hints, fewer above %d flows)",
                    (unsigned long long)ctx->comm_id, o->nstreams, ctx->hints.send.max_peers,
-                   ctx->hints.send.max_flows, base, TCP_HINT_FLOWS_MEASURED);
+                   ctx->hints.send.max_flows, base, COLLX_STREAMS_FLOWS_MEASURED);
     }
     ctx->last_streams = o->nstreams;
   }
@@ -229,7 +233,7 @@ static int conn_opts(struct collx_ctx *ctx, struct tcp_conn_opts *o) {
 
 ncclResult_t collx_ctx_listen(void *ctxp, int dev, void *handle, void **listen_comm) {
   struct tcp_conn_opts o;
-  if (!conn_opts(ctxp, &o)) {
+  if (!conn_opts(ctxp, dev, &o)) {
     COLLX_WARN("listen: %p is not a live collx context (finalized?)", ctxp);
     return ncclInvalidArgument;
   }
@@ -240,7 +244,7 @@ ncclResult_t collx_ctx_listen(void *ctxp, int dev, void *handle, void **listen_c
 
 ncclResult_t collx_ctx_connect(void *ctxp, int dev, void *handle, void **send_comm) {
   struct tcp_conn_opts o;
-  if (!conn_opts(ctxp, &o)) {
+  if (!conn_opts(ctxp, dev, &o)) {
     COLLX_WARN("connect: %p is not a live collx context (finalized?)", ctxp);
     if (send_comm) *send_comm = NULL;
     return ncclInvalidArgument;

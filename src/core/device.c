@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "topo/topo.h"
 #include "util/ifmatch.h"
@@ -366,12 +367,27 @@ static void explain_none(const struct cand *c, int n, const struct filter *f, ch
  * device list from its plan: one device per plan entry, in plan order, so
  * that NCCL's device index d is the plan's device d.  Without a plan (no
  * topology) every interface stays a device of its own. */
+/* Without a plan (no topology), the same stream policy over the CPUs this
+ * process may use. */
+static void unplanned_streams(struct collx_device *devs, int n) {
+  struct collx_plan_settings s;
+  collx_plan_settings_from_env(&s);
+  long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
+  for (int i = 0; i < n; i++)
+    devs[i].streams = s.streams > 0 ? s.streams
+                                    : collx_streams_default(devs[i].speed_mbps, ncpus > 0 ? (int)ncpus : 1,
+                                                            s.local_ranks);
+}
+
 static int apply_plan(struct collx_device *devs, int n) {
-  struct collx_plan_nic nics[COLLX_MAX_DEVICES];
+  struct collx_plan_nic nics[COLLX_MAX_DEVICES] = {{0}};
   for (int i = 0; i < n; i++)
     nics[i] = (struct collx_plan_nic){devs[i].name, devs[i].speed_mbps, devs[i].pci_path};
   const struct collx_plan *p = collx_topo_setup(nics, n);
-  if (!p || p->ndevs < 1) return n;
+  if (!p || p->ndevs < 1) {
+    unplanned_streams(devs, n);
+    return n;
+  }
   static struct collx_device planned[COLLX_MAX_DEVICES];
   int nd = 0;
   for (int d = 0; d < p->ndevs && nd < COLLX_MAX_DEVICES; d++) {
@@ -380,6 +396,7 @@ static int apply_plan(struct collx_device *devs, int n) {
     const struct collx_device *first = &devs[pd->member[0]];
     *m = *first;
     m->phys[0] = nd - 1;
+    m->streams = pd->streams;
     if (pd->nmembers == 1) continue; /* a device of its own: keep its sysfs pciPath */
     snprintf(m->name, sizeof m->name, "%s", pd->name);
     m->nmembers = pd->nmembers < COLLX_MAX_MEMBERS ? pd->nmembers : COLLX_MAX_MEMBERS;
@@ -510,6 +527,7 @@ int collx_device_fuse(const struct collx_device *devs, int nphys, const int *idx
     const struct collx_device *d = &devs[idx[i]];
     for (int j = 0; j < d->nmembers; j++) out->members[out->nmembers++] = d->members[j];
     out->speed_mbps += d->speed_mbps;
+    if (d->streams > out->streams) out->streams = d->streams;
     out->phys[out->nphys++] = idx[i];
     if (d->rail_id != out->rail_id) out->rail_id = COLLX_ID_UNDEF;
     if (d->plane_id != out->plane_id) out->plane_id = COLLX_ID_UNDEF;
@@ -517,6 +535,8 @@ int collx_device_fuse(const struct collx_device *devs, int nphys, const int *idx
     int n = snprintf(out->name + len, sizeof out->name - len, "%s%s", i ? "+" : "", d->name);
     if (n > 0) len += (size_t)n < sizeof out->name - len ? (size_t)n : sizeof out->name - len - 1;
   }
+  /* Every member carries at least one stream (streams go to members in turn). */
+  if (out->streams < out->nmembers) out->streams = out->nmembers;
   return 0;
 }
 

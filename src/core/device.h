@@ -38,6 +38,7 @@ struct collx_device {
   struct collx_netif members[COLLX_MAX_MEMBERS];
   char *pci_path;    /* what getProperties reports */
   int speed_mbps;    /* summed over members */
+  int streams;       /* streams per connection (the placement plan's; src/topo/streams.c) */
   uint64_t guid;
   /* The physical devices (indices into the table) this device stands for:
    * itself, or the ones makeVDevice fused into it. */

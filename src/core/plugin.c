@@ -15,7 +15,6 @@
 #include "core/rail.h"
 #include "topo/topo.h"
 #include "transport/tcp/tcp.h"
-#include "util/launcher.h"
 #include "util/log.h"
 #include "util/params.h"
 
@@ -53,44 +52,16 @@ static int caller_progress_wanted(void) {
   return ncpus < 4;
 }
 
-/* COLLX_LOCAL_RANKS, else what the launcher says: the ranks sharing this
- * node's cores. */
-static int local_ranks(const char **from) {
-  long set = collx_param_int(COLLX_P_LOCAL_RANKS);
-  if (set > 0) {
-    *from = "COLLX_LOCAL_RANKS";
-    return (int)set;
-  }
-  if (set < 0) COLLX_WARN("COLLX_LOCAL_RANKS=%ld is negative; reading the launcher's environment", set);
-  return collx_launcher_local_ranks(from);
-}
-
 static void configure_transport(void) {
-  long ncores = sysconf(_SC_NPROCESSORS_ONLN);
-  int fastest = 0;
-  for (int i = 0; i < ndevices; i++)
-    if (devices[i].speed_mbps > fastest) fastest = devices[i].speed_mbps;
-  long nstreams = collx_param_int(COLLX_P_NSTREAMS);
-  nstreams_fixed = nstreams > 0;
+  nstreams_fixed = collx_param_int(COLLX_P_NSTREAMS) > 0;
   int caller = caller_progress_wanted();
-  if (nstreams <= 0) {
-    const char *from = NULL;
-    int ranks = local_ranks(&from);
-    nstreams = tcp_default_nstreams(fastest, (int)ncores, ranks);
-    COLLX_INFO(COLLX_LOG_INIT, "%ld streams per connection chosen for %d Mbps, %ld cores, %d rank(s) on this node (%s)",
-               nstreams, fastest, ncores, ranks, from ? from : "no launcher variable set");
-  }
-  if (nstreams > 16) {
-    COLLX_WARN("COLLX_NSTREAMS=%ld is more than 16; using 16", nstreams);
-    nstreams = 16;
-  }
   long piece = collx_param_int(COLLX_P_CHUNK_SIZE);
   if (piece < 4096) {
     COLLX_WARN("COLLX_CHUNK_SIZE=%ld is below 4096; using 4096", piece);
     piece = 4096;
   }
   long cto = collx_param_int(COLLX_P_CONNECT_TIMEOUT);
-  struct tcp_config cfg = {.nstreams = (int)nstreams, .max_piece = (size_t)piece,
+  struct tcp_config cfg = {.max_piece = (size_t)piece,
                            .connect_timeout_s = cto > 0 ? (int)cto : 5,
                            .timeout_s = (int)collx_param_int(COLLX_P_TIMEOUT)};
   tcp_configure(&cfg);
@@ -105,9 +76,12 @@ static void configure_transport(void) {
   }
   tcp_set_eager_size((size_t)eager);
   tcp_set_caller_progress(caller);
-  collx_topo_set_streams((int)nstreams); /* the pin layout follows the real count */
-  COLLX_INFO(COLLX_LOG_INIT, "%ld streams per connection, pieces up to %ld bytes, %s", nstreams, piece,
-             caller ? "I/O by the caller of isend/irecv/test (COLLX_PROGRESS)" : "a thread per stream");
+  /* The stream count of each device is the placement plan's (src/topo/streams.c),
+   * logged with its reasons as "topology: dev N ... streams per connection". */
+  for (int i = 0; i < ndevices; i++)
+    COLLX_INFO(COLLX_LOG_INIT, "device %d %s: %d streams per connection, pieces up to %ld bytes, %s", i,
+               devices[i].name, devices[i].streams, piece,
+               caller ? "I/O by the caller of isend/irecv/test (COLLX_PROGRESS)" : "a thread per stream");
   if (!caller && spin > 0) COLLX_INFO(COLLX_LOG_INIT, "stream threads spin %ld us after data", spin);
 }
 

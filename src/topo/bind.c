@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/launcher.h"
 #include "util/log.h"
 #include "util/params.h"
 
@@ -32,6 +33,16 @@ void collx_plan_settings_from_env(struct collx_plan_settings *s) {
                                 collx_param_str(COLLX_P_MERGE),
                                 collx_param_int(COLLX_P_NSTREAMS), why, sizeof why) < 0)
     COLLX_WARN("%s; the default is used", why);
+  const char *from = NULL;
+  long set = collx_param_int(COLLX_P_LOCAL_RANKS);
+  if (set > 0) {
+    s->local_ranks = (int)set;
+    from = "COLLX_LOCAL_RANKS";
+  } else {
+    if (set < 0) COLLX_WARN("COLLX_LOCAL_RANKS=%ld is negative; reading the launcher's environment", set);
+    s->local_ranks = collx_launcher_local_ranks(&from);
+  }
+  snprintf(s->local_ranks_from, sizeof s->local_ranks_from, "%s", from ? from : "no launcher variable set");
 }
 
 /* ---- The process plan ---------------------------------------------------------- */
@@ -60,9 +71,11 @@ static void log_plan(const struct collx_plan *p) {
     if (d->local) hwloc_bitmap_list_snprintf(nodes, sizeof nodes, d->nodeset);
     for (int k = 0, at = 0; k < d->npus && k < 8 && at < (int)sizeof first; k++)
       at += snprintf(first + at, sizeof first - (size_t)at, "%s%d", k ? "," : "", d->pus[k]);
+    char why[160];
+    collx_plan_streams_why(p, d, why, sizeof why);
     COLLX_INFO(COLLX_LOG_INIT, "topology: dev %d %s: NUMA %s, %d CPUs to pin to (%s%s), "
-               "%d streams per connection, pci %s", i, d->name, nodes, d->npus, first,
-               d->npus > 8 ? ",..." : "", d->streams, d->pci_path[0] ? d->pci_path : "-");
+               "%d streams per connection (%s), pci %s", i, d->name, nodes, d->npus, first,
+               d->npus > 8 ? ",..." : "", d->streams, why, d->pci_path[0] ? d->pci_path : "-");
   }
 }
 
@@ -117,13 +130,6 @@ const struct collx_plan *collx_topo_setup(const struct collx_plan_nic *nics, int
 
 const struct collx_plan *collx_topo_current_plan(void) {
   return __atomic_load_n(&process_plan, __ATOMIC_ACQUIRE);
-}
-
-void collx_topo_set_streams(int nstreams) {
-  pthread_mutex_lock(&setup_lock);
-  for (int i = 0; process_plan && nstreams > 0 && i < process_plan->ndevs; i++)
-    process_plan->devs[i].streams = nstreams;
-  pthread_mutex_unlock(&setup_lock);
 }
 
 void collx_topo_teardown(void) {

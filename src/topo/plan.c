@@ -328,14 +328,12 @@ static hwloc_bitmap_t candidates(struct collx_plan *p, struct collx_plan_dev *d,
   return c;
 }
 
-/* Streams per connection when COLLX_NSTREAMS=0: about one per 25 Gb/s
- * above a base of two, never more than the device's share of cores. */
-static int auto_streams(const struct collx_plan_dev *d, int ncores) {
-  int want = 2 + d->speed_mbps / 25000;
-  int share = ncores / (d->group_size > 0 ? d->group_size : 1);
-  if (want > share) want = share;
-  if (want > MAX_STREAMS) want = MAX_STREAMS;
-  return want < 1 ? 1 : want;
+/* Streams per connection when COLLX_NSTREAMS=0: the policy of streams.c
+ * over the CPUs this device's connections may use (its candidates, shared
+ * with the devices of its group). */
+static int auto_streams(struct collx_plan_dev *d, int ncpus, int local_ranks) {
+  d->stream_cpus = ncpus / (d->group_size > 0 ? d->group_size : 1);
+  return collx_streams_default(d->speed_mbps, d->stream_cpus, local_ranks);
 }
 
 /* Devices with the same candidate CPUs form a group and interleave their
@@ -369,7 +367,10 @@ static int place_devs(struct collx_plan *p) {
      * thread only competes with the application's own threads. */
     int unplaced = p->settings.affinity == COLLX_AFFINITY_AUTO && !d->local;
     d->npus = p->settings.affinity == COLLX_AFFINITY_OFF || n < 0 || unplaced ? 0 : n;
-    d->streams = p->settings.streams > 0 ? p->settings.streams : auto_streams(d, ncores);
+    d->streams = p->settings.streams > 0 ? p->settings.streams : auto_streams(d, n > 0 ? n : 1, p->settings.local_ranks);
+    /* Streams go to a merged device's members in turn: each gets one. */
+    if (p->settings.streams == 0 && d->streams < d->nmembers)
+      d->streams = d->nmembers < MAX_STREAMS ? d->nmembers : MAX_STREAMS;
   }
   for (int i = 0; cand && i < p->ndevs; i++) hwloc_bitmap_free(cand[i]);
   free(cand);

@@ -122,7 +122,9 @@ static void dev_text(FILE *out, const struct collx_plan *p, int i) {
   if (d->npus)
     fprintf(out, "  (device %d of %d on these CPUs)", d->group_rank + 1, d->group_size);
   if (d->fallback) fputs("  [fallback: no local CPU allowed]", out);
-  fprintf(out, "\n  streams   %d per connection\n", d->streams);
+  char why[160];
+  collx_plan_streams_why(p, d, why, sizeof why);
+  fprintf(out, "\n  streams   %d per connection (%s)\n", d->streams, why);
   for (int m = 0; m < d->nmembers; m++) member_text(out, &p->nics[d->member[m]]);
 }
 

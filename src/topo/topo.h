@@ -100,6 +100,8 @@ struct collx_plan_settings {
   enum collx_merge merge;
   char merge_groups[512]; /* LIST: "eth0+eth1,eth2+eth3" */
   int streams;            /* streams per connection; 0: the plan picks */
+  int local_ranks;        /* ranks sharing this node's CPUs (0 is taken as 1) */
+  char local_ranks_from[48]; /* where that count came from, for people */
 };
 
 /* Parse settings as COLLX_CPU_AFFINITY, COLLX_MERGE and COLLX_NSTREAMS
@@ -129,7 +131,8 @@ struct collx_plan_dev {
   int npus;         /* pin order: one PU per core first, then hyperthreads */
   int *pus;         /* PU OS indexes; npus == 0: threads are not pinned */
   int group, group_rank, group_size; /* devices sharing one PU list interleave */
-  int streams;      /* streams per connection the layout assumes */
+  int streams;      /* streams per connection: what the transport opens */
+  int stream_cpus;  /* CPUs the stream policy counted for it (candidates / group) */
 };
 
 struct collx_plan_note {
@@ -164,10 +167,30 @@ void collx_plan_free(struct collx_plan *p);
  * the list is taken. */
 int collx_plan_cpu(const struct collx_plan *p, int dev, unsigned conn, int stream);
 
+/* Why device d has its stream count, in words: "COLLX_NSTREAMS", or the
+ * policy's inputs (speed, CPUs, ranks on the node and where that came from). */
+void collx_plan_streams_why(const struct collx_plan *p, const struct collx_plan_dev *d, char *buf, size_t len);
+
 /* Output for people (text) and for programs (JSON). */
 void collx_plan_print_text(FILE *out, const struct collx_plan *p);
 void collx_plan_print_json(FILE *out, const struct collx_plan *p);
 void collx_nic_info_print_text(FILE *out, const struct collx_nic_info *nic);
+
+/* ------------------------------------------------------------------------
+ * Streams per connection: one policy (streams.c), which the plan applies to
+ * each device unless COLLX_NSTREAMS fixes the count
+ * ---------------------------------------------------------------------- */
+
+/* For a link of speed_mbps whose connections may use ncpus CPUs, shared by
+ * local_ranks ranks of the node. */
+int collx_streams_default(int speed_mbps, int ncpus, int local_ranks);
+/* Concurrent flows (peers x flows per peer) up to which the default stands. */
+#define COLLX_STREAMS_FLOWS_MEASURED 32
+/* Streams for one new connection when NCCL says (setNetAttr) that this
+ * side may talk to up to max_peers peers over up to max_flows connections
+ * each at once; `base` is the count without hints.  A value <= 0 means
+ * "not said". */
+int collx_streams_hinted(int base, int max_peers, int max_flows);
 
 /* ------------------------------------------------------------------------
  * GPUs
@@ -218,8 +241,9 @@ void collx_gpu_matrix_print_json(FILE *out, const struct collx_gpu_matrix *m);
  * This process: the hooks device discovery and the transport call
  * ---------------------------------------------------------------------- */
 
-/* Read COLLX_CPU_AFFINITY, COLLX_MERGE and COLLX_NSTREAMS (a bad value is
- * WARNed and its default used). */
+/* Read COLLX_CPU_AFFINITY, COLLX_MERGE, COLLX_NSTREAMS and the ranks on
+ * this node (COLLX_LOCAL_RANKS, else the launcher's variables); a bad
+ * value is WARNed and its default used. */
 void collx_plan_settings_from_env(struct collx_plan_settings *s);
 
 /* Build this process's plan for the NICs in use (device discovery calls it
@@ -227,10 +251,6 @@ void collx_plan_settings_from_env(struct collx_plan_settings *s);
  * when the topology cannot be loaded or memory runs out: run unplaced. */
 const struct collx_plan *collx_topo_setup(const struct collx_plan_nic *nics, int nnics);
 const struct collx_plan *collx_topo_current_plan(void);
-/* The streams per connection the transport really opens (its
- * COLLX_NSTREAMS decision), so that the pin layout matches: call once after
- * setup, before the first connection. */
-void collx_topo_set_streams(int nstreams);
 /* Forget the plan and the topology (after every buffer is freed). */
 void collx_topo_teardown(void);
 

@@ -64,6 +64,22 @@ assert d["plan"]["this_system"] and [x["name"] for x in d["plan"]["devices"]] ==
 ' "$json"
 fi
 
+# One stream-count policy: what collx-info --plan prints is what the plugin
+# logs and what a connection opens.  With the 24-CPU topology standing in
+# for this machine (lo is not in it: all 24 CPUs are candidates), 2 ranks on
+# the node give 4 streams (one per 100 Gb/s of lo's 400 Gb/s) and 6 ranks 3
+# (three quarters of 24 / 6 CPUs).
+perf=${COLLX_PERF:-./collx-perf}
+for case in "2 4" "6 3"; do
+  set -- $case
+  plan=$(COLLX_TOPO_XML=$xml COLLX_LOCAL_RANKS=$1 COLLX_IFNAME==lo "$info" --plan | sed -n 's/^  streams   \([0-9]*\) per connection.*/\1/p')
+  run=$(COLLX_TOPO_XML=$xml COLLX_LOCAL_RANKS=$1 COLLX_IFNAME==lo "$perf" --self -v -s 1K -n 1 2>&1)
+  logged=$(printf '%s\n' "$run" | sed -n 's/.*device 0 lo: \([0-9]*\) streams per connection.*/\1/p' | head -n 1)
+  opened=$(printf '%s\n' "$run" | sed -n 's/.*accepted connection from .* with \([0-9]*\) streams.*/\1/p' | head -n 1)
+  check "$1 ranks on the node: collx-info --plan ($plan), the plugin's log ($logged) and the connection ($opened) say $2 streams" \
+    test "$plan" = "$2" -a "$logged" = "$2" -a "$opened" = "$2"
+done
+
 "$info" --topology "$dir/no-such-file.xml" >/dev/null 2>&1
 check "a missing file fails" test $? -eq 1
 "$info" --json >/dev/null 2>&1

@@ -17,7 +17,9 @@
 #include <time.h>
 
 #include "core/context.h"
+#include "core/comm.h"
 #include "core/core.h"
+#include "topo/topo.h"
 #include "transport/tcp/tcp_internal.h"
 #include "../common/check.h"
 
@@ -107,8 +109,9 @@ static struct collx_hints hints(int peers, int flows) {
 static void check_hints(void) {
   void *ctx = NULL;
   struct pair p;
-  int base = tcp_configured_nstreams();
-  CHECK(base >= 2, "configured stream count %d (at least 2 without COLLX_NSTREAMS)", base);
+  const struct collx_device *dev = collx_device_get(0);
+  int base = dev ? dev->streams : 0;
+  CHECK(base >= 2, "device 0's stream count %d (at least 2 without COLLX_NSTREAMS)", base);
   CHECK(collx_ctx_create(0x4444, NCCL_NET_TRAFFIC_CLASS_UNDEF, &ctx) == ncclSuccess, "context");
 
   struct collx_hints h = hints(2, 4);
@@ -123,7 +126,7 @@ static void check_hints(void) {
   CHECK(collx_ctx_set_hints(ctx, &h) == ncclSuccess, "hints of a 64-peer all-to-all");
   CHECK(make_pair(ctx, &p) == 0, "pair under many peers");
   if (p.scomm && p.rcomm) {
-    int want = tcp_hinted_nstreams(base, 64, 2);
+    int want = collx_streams_hinted(base, 64, 2);
     int ns = ((struct tcp_comm *)p.scomm)->nstreams, nr = ((struct tcp_comm *)p.rcomm)->nstreams;
     CHECK(want < base, "64 peers x 2 flows should lower %d streams (policy gives %d)", base, want);
     CHECK(ns == want && nr == want, "64 peers x 2 flows: %d/%d streams, expected %d", ns, nr, want);

@@ -4,17 +4,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "transport/tcp/tcp.h"
+#include "topo/topo.h"
 #include "util/launcher.h"
 #include "../common/check.h"
 
 static void expect_streams(int mbps, int cores, int ranks, int want) {
-  int got = tcp_default_nstreams(mbps, cores, ranks);
+  int got = collx_streams_default(mbps, cores, ranks);
   CHECK(got == want, "%d Mbps, %d cores, %d ranks: %d streams, expected %d", mbps, cores, ranks, got, want);
 }
 
 static void expect_hinted(int base, int peers, int flows, int want) {
-  int got = tcp_hinted_nstreams(base, peers, flows);
+  int got = collx_streams_hinted(base, peers, flows);
   CHECK(got == want, "base %d, hints %d peers x %d flows: %d streams, expected %d", base, peers, flows,
         got, want);
 }

@@ -17,7 +17,6 @@ struct tcp_req;
 
 /* Settings the transport reads once at init. */
 struct tcp_config {
-  int nstreams;       /* streams a connector proposes */
   size_t max_piece;   /* COLLX_CHUNK_SIZE */
   int connect_timeout_s;
   int timeout_s;      /* COLLX_TIMEOUT: silent peer declared dead (0: never) */
@@ -34,23 +33,10 @@ void tcp_set_eager_size(size_t bytes);
  * every request of the comm. */
 void tcp_set_caller_progress(int on);
 int tcp_caller_progress(void);
-/* Streams per connection when COLLX_NSTREAMS is 0, for a link of
- * speed_mbps on a node of ncores shared by local_ranks ranks. */
-int tcp_default_nstreams(int speed_mbps, int ncores, int local_ranks);
-/* Concurrent flows (peers x flows per peer) up to which the measured
- * default stream count stands (see tcp_hinted_nstreams). */
-#define TCP_HINT_FLOWS_MEASURED 32
-/* Streams for one new connection when NCCL says (setNetAttr) that this
- * side may talk to up to max_peers peers over up to max_flows connections
- * each at once; `base` is the count chosen without hints.  A value <= 0
- * means "not said". */
-int tcp_hinted_nstreams(int base, int max_peers, int max_flows);
-/* The stream count a connect proposes when given none (tcp_configure). */
-int tcp_configured_nstreams(void);
 
 /* Per-connection settings of a listen or connect. */
 struct tcp_conn_opts {
-  int nstreams;      /* streams the connector proposes; 0: the configured count */
+  int nstreams;      /* streams the connector proposes; 0: the device's (collx_device.streams) */
   int tclass;        /* IP_TOS / IPV6_TCLASS of every socket; -1: the kernel's default */
   const void *owner; /* who a half-made connect belongs to (tcp_connect_forget) */
 };

@@ -33,51 +33,13 @@
  * setup deadline passed, or a flood of other clients pushed it out). */
 #define TCP_CONNECT_RESTARTS 10
 
-static struct tcp_config config = {.nstreams = 2, .max_piece = 512 * 1024, .connect_timeout_s = 5, .timeout_s = 30};
+static struct tcp_config config = {.max_piece = 512 * 1024, .connect_timeout_s = 5, .timeout_s = 30};
 
 void tcp_configure(const struct tcp_config *cfg) {
   config = *cfg;
   tcp_ctrl_set_timeout(cfg->timeout_s);
 }
 
-int tcp_default_nstreams(int speed_mbps, int ncores, int local_ranks) {
-  /* About one stream per 100 Gb/s of link, at least two (a lost segment on
-   * one stream then stalls only part of a message), and at most eight and
-   * three quarters of the cores each rank of the node can count on: each
-   * stream has a thread on each side.  Measured on an H200 host over
-   * loopback (bench/NOTES.md, attempts 4, 17 and 23): at 2 ranks on 16 cores
-   * 4 streams beat 2 and 8; at 4 ranks 2 streams beat 4 by 10-25% at
-   * 16 MiB, and 3 beat 2 in four alternating pairs at 32 and 128 MiB
-   * (1-23%) and in three of four at 16 MiB. */
-  if (local_ranks < 1) local_ranks = 1;
-  int want = speed_mbps / 100000;
-  if (want < 2) want = 2;
-  int share = ncores / local_ranks;
-  int cap = share * 3 / 4 > 2 ? share * 3 / 4 : 2;
-  if (want > cap) want = cap;
-  if (want > 8) want = 8;
-  return want;
-}
-
-int tcp_hinted_nstreams(int base, int max_peers, int max_flows) {
-  /* The default count was measured best with NCCL's own flows running at
-   * once: 2 and 4 ranks, 4 channels each, which NCCL announces as up to 2-4
-   * peers x 4 flows (bench/NOTES.md, attempts 3, 17 and 23).  Up to
-   * TCP_HINT_FLOWS_MEASURED concurrent flows it stands.  Beyond, every
-   * flow has its streams and each stream a thread on each side, so the
-   * rank's streams are held at what the measured shapes used
-   * (base x TCP_HINT_FLOWS_MEASURED) by giving each new connection fewer,
-   * never less than one.  Hints never raise the count: more streams than
-   * the default were never measured to help. */
-  if (base < 1) base = 1;
-  if (max_peers <= 0 || max_flows <= 0) return base;
-  long flows = (long)max_peers * max_flows;
-  if (flows <= TCP_HINT_FLOWS_MEASURED) return base;
-  long want = (long)base * TCP_HINT_FLOWS_MEASURED / flows;
-  return want < 1 ? 1 : (int)want;
-}
-
-int tcp_configured_nstreams(void) { return config.nstreams; }
 
 static double now_s(void) {
   struct timespec ts;
@@ -411,6 +373,7 @@ struct tcp_connecting {
   uint64_t secret;
   uint64_t conn_id;
   int nstreams;
+  int proposed;           /* the stream count this connect asks for (a restart asks again) */
   int ctrl_fd;
   struct wire_hello hello;
   size_t hello_sent;
@@ -483,8 +446,10 @@ static void connecting_free(struct tcp_connecting *c, int close_fds_too) {
   free(c);
 }
 
+/* default_streams: the device's count from the placement plan, used when
+ * opts names none. */
 static struct tcp_connecting *connecting_new(struct collx_handle *h, const struct tcp_conn_opts *opts,
-                                             const char **why, int *sys_err) {
+                                             int default_streams, const char **why, int *sys_err) {
   struct tcp_connecting *c = calloc(1, sizeof *c);
   if (!c) {
     *why = "out of memory";
@@ -503,8 +468,10 @@ static struct tcp_connecting *connecting_new(struct collx_handle *h, const struc
   c->handle = h;
   c->ctrl_fd = -1;
   for (int i = 0; i < TCP_MAX_STREAMS; i++) c->fds[i] = -1;
-  c->nstreams = opts && opts->nstreams > 0 ? opts->nstreams : config.nstreams;
+  c->nstreams = opts && opts->nstreams > 0 ? opts->nstreams : default_streams;
+  if (c->nstreams < 1) c->nstreams = 1;
   if (c->nstreams > TCP_MAX_STREAMS) c->nstreams = TCP_MAX_STREAMS;
+  c->proposed = c->nstreams;
   c->tclass = opts ? opts->tclass : -1;
   c->owner = opts ? opts->owner : NULL;
   collx_addr_str((struct sockaddr *)&c->peer, c->peer_str, sizeof c->peer_str);
@@ -561,7 +528,7 @@ static ncclResult_t listener_dropped(const struct collx_device *dev, struct tcp_
     }
     c->hello_sent = c->welcome_got = c->ready_got = 0;
     c->conn_id = id;
-    c->nstreams = config.nstreams;
+    c->nstreams = c->proposed;
     c->stage = STAGE_CTRL_CONNECT;
     return ncclSuccess;
   }
@@ -742,7 +709,7 @@ ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, struct c
   if (!c) {
     const char *why = NULL;
     int sys_err = 0;
-    c = connecting_new(h, opts, &why, &sys_err);
+    c = connecting_new(h, opts, dev->streams, &why, &sys_err);
     if (!c && sys_err) {
       COLLX_WARN("connect on device %s: %s: %s", dev->name, why, strerror(sys_err));
       return ncclSystemError;
