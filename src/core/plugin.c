@@ -55,26 +55,16 @@ static int caller_progress_wanted(void) {
 static void configure_transport(void) {
   nstreams_fixed = collx_param_int(COLLX_P_NSTREAMS) > 0;
   int caller = caller_progress_wanted();
+  /* Bounds and defaults are params.def's: collx_param_int clamps. */
   long piece = collx_param_int(COLLX_P_CHUNK_SIZE);
-  if (piece < 4096) {
-    COLLX_WARN("COLLX_CHUNK_SIZE=%ld is below 4096; using 4096", piece);
-    piece = 4096;
-  }
-  long cto = collx_param_int(COLLX_P_CONNECT_TIMEOUT);
   struct tcp_config cfg = {.max_piece = (size_t)piece,
-                           .connect_timeout_s = cto > 0 ? (int)cto : 5,
+                           .connect_timeout_s = (int)collx_param_int(COLLX_P_CONNECT_TIMEOUT),
                            .timeout_s = (int)collx_param_int(COLLX_P_TIMEOUT)};
   tcp_configure(&cfg);
   long spin = collx_param_int(COLLX_P_SPIN_US);
   tcp_set_spin_us((int)spin);
   tcp_set_inline_recv(collx_param_int(COLLX_P_INLINE_RECV) != 0);
-  long eager = collx_param_int(COLLX_P_EAGER_SIZE);
-  if (eager > TCP_EAGER_SIZE_MAX || eager < 0) {
-    COLLX_WARN("COLLX_EAGER_SIZE=%ld is outside 0..%d; using %d", eager, TCP_EAGER_SIZE_MAX,
-               eager < 0 ? 0 : TCP_EAGER_SIZE_MAX);
-    eager = eager < 0 ? 0 : TCP_EAGER_SIZE_MAX;
-  }
-  tcp_set_eager_size((size_t)eager);
+  tcp_set_eager_size((size_t)collx_param_int(COLLX_P_EAGER_SIZE));
   tcp_set_caller_progress(caller);
   /* The stream count of each device is the placement plan's (src/topo/streams.c),
    * logged with its reasons as "topology: dev N ... streams per connection". */

@@ -4,7 +4,6 @@
  * policy itself is src/tune/tune.c; this file keeps the per-communicator
  * context and the settings, which the v6 shim (tuner_v6.c) shares.
  */
-#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "collx/tuner_abi.h"
@@ -19,27 +18,10 @@ struct tuner_ctx {
   struct collx_tune_settings settings;
 };
 
-/* Out-of-range values are reported once per process, not once per
- * communicator. */
-static void warn_once(atomic_flag *flag, const char *what, long value, const char *instead) {
-  if (!atomic_flag_test_and_set(flag))
-    COLLX_WARN("%s=%ld is out of range; using %s", what, value, instead);
-}
-
+/* COLLX_TUNER (0 or 1) and COLLX_TUNER_TREE_MAX, bounded by params.def. */
 static void read_settings(struct collx_tune_settings *s) {
-  static atomic_flag bad_mode = ATOMIC_FLAG_INIT, bad_max = ATOMIC_FLAG_INIT;
-  long mode = collx_param_int(COLLX_P_TUNER);
-  long max = collx_param_int(COLLX_P_TUNER_TREE_MAX);
-  if (mode != 0 && mode != 1) {
-    warn_once(&bad_mode, "COLLX_TUNER", mode, "1");
-    mode = 1;
-  }
-  if (max < 0) {
-    warn_once(&bad_max, "COLLX_TUNER_TREE_MAX", max, "0");
-    max = 0;
-  }
-  s->enabled = mode == 1;
-  s->tree_max = (size_t)max;
+  s->enabled = collx_param_int(COLLX_P_TUNER) == 1;
+  s->tree_max = (size_t)collx_param_int(COLLX_P_TUNER_TREE_MAX);
 }
 
 static void log_policy(const struct tuner_ctx *c) {

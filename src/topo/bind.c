@@ -39,7 +39,6 @@ void collx_plan_settings_from_env(struct collx_plan_settings *s) {
     s->local_ranks = (int)set;
     from = "COLLX_LOCAL_RANKS";
   } else {
-    if (set < 0) COLLX_WARN("COLLX_LOCAL_RANKS=%ld is negative; reading the launcher's environment", set);
     s->local_ranks = collx_launcher_local_ranks(&from);
   }
   snprintf(s->local_ranks_from, sizeof s->local_ranks_from, "%s", from ? from : "no launcher variable set");

@@ -7,7 +7,7 @@
 enum collx_param_type { COLLX_PARAM_INT, COLLX_PARAM_STR };
 
 enum collx_param_id {
-#define COLLX_PARAM(suffix, type, def, doc) COLLX_P_##suffix,
+#define COLLX_PARAM(suffix, type, def, min, max, doc) COLLX_P_##suffix,
 #include "params.def"
 #undef COLLX_PARAM
   COLLX_P_COUNT
@@ -17,6 +17,7 @@ struct collx_param_info {
   const char *name;  /* full variable name, "COLLX_..." */
   enum collx_param_type type;
   const char *default_value;
+  long min, max;     /* INT: the accepted range */
   const char *doc;
 };
 
@@ -27,7 +28,8 @@ const struct collx_param_info *collx_param_info(enum collx_param_id id);
 const char *collx_param_str(enum collx_param_id id);
 
 /* Value of an integer parameter.  A malformed value is reported once and the
- * default used instead. */
+ * default used instead; a value outside the table's range is reported once
+ * and clamped to it. */
 long collx_param_int(enum collx_param_id id);
 
 /* Whether the variable is set in the environment. */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "util/log.h"
+#include "transport/tcp/tcp.h"
 #include "util/params.h"
 #include "../common/check.h"
 
@@ -20,7 +21,7 @@ static const struct {
   enum collx_param_type type;
   const char *def;
 } expected[] = {
-#define COLLX_PARAM(suffix, type, def, doc) {COLLX_P_##suffix, "COLLX_" #suffix, COLLX_PARAM_##type, def},
+#define COLLX_PARAM(suffix, type, def, min, max, doc) {COLLX_P_##suffix, "COLLX_" #suffix, COLLX_PARAM_##type, def},
 #include "util/params.def"
 #undef COLLX_PARAM
 };
@@ -82,9 +83,30 @@ static void test_override(void) {
   CHECK(collx_param_is_set(COLLX_P_TIMEOUT), "COLLX_TIMEOUT=7 not reported set");
   CHECK(collx_param_int(COLLX_P_TIMEOUT) == 7, "COLLX_TIMEOUT=7 read as %ld",
         collx_param_int(COLLX_P_TIMEOUT));
+  /* Outside the table's range: clamped, and said with the range. */
+  int before = warnings;
   setenv("COLLX_TIMEOUT", "-3", 1);
-  CHECK(collx_param_int(COLLX_P_TIMEOUT) == -3, "COLLX_TIMEOUT=-3 read as %ld",
+  CHECK(collx_param_int(COLLX_P_TIMEOUT) == 0, "COLLX_TIMEOUT=-3 read as %ld, want 0 (its minimum)",
         collx_param_int(COLLX_P_TIMEOUT));
+  CHECK(warnings > before && strstr(last_warning, "COLLX_TIMEOUT=-3 is outside 0-86400"),
+        "COLLX_TIMEOUT=-3: warning \"%s\"", last_warning);
+  setenv("COLLX_NSTREAMS", "40", 1);
+  CHECK(collx_param_int(COLLX_P_NSTREAMS) == 16, "COLLX_NSTREAMS=40 read as %ld, want 16 (its maximum)",
+        collx_param_int(COLLX_P_NSTREAMS));
+  setenv("COLLX_CHUNK_SIZE", "100", 1);
+  CHECK(collx_param_int(COLLX_P_CHUNK_SIZE) == 4096, "COLLX_CHUNK_SIZE=100 read as %ld, want 4096",
+        collx_param_int(COLLX_P_CHUNK_SIZE));
+  /* The transport's own limit is the table's. */
+  CHECK(collx_param_info(COLLX_P_EAGER_SIZE)->max == TCP_EAGER_SIZE_MAX,
+        "COLLX_EAGER_SIZE's maximum %ld is not the transport's %d", collx_param_info(COLLX_P_EAGER_SIZE)->max,
+        TCP_EAGER_SIZE_MAX);
+  /* Every INT default lies within its own range. */
+  for (int i = 0; i < NEXPECTED; i++) {
+    const struct collx_param_info *p = collx_param_info(expected[i].id);
+    long d = strtol(p->default_value, NULL, 10);
+    if (p->type == COLLX_PARAM_INT)
+      CHECK(p->min <= d && d <= p->max, "%s: default %ld outside %ld-%ld", p->name, d, p->min, p->max);
+  }
   setenv("COLLX_MERGE", "auto", 1);
   CHECK(strcmp(collx_param_str(COLLX_P_MERGE), "auto") == 0, "COLLX_MERGE=auto read as \"%s\"",
         collx_param_str(COLLX_P_MERGE));
