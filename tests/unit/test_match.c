@@ -266,6 +266,125 @@ static void test_hold(void) {
   CHECK(match_hold_take_wanted(&h), "a CTS_WANTED put back was lost");
 }
 
+/* Both sides apply one rule: over random grouped receives (repeated tags),
+ * CTS records arriving in random bursts and receives posted late, every
+ * early message lands at the receiver in the entry the sender's replay gave
+ * it, and every message in the receive it was sent for. */
+#define SIM_RECEIVES 700
+static struct {
+  int n, tag[COLLX_MAX_RECVS];
+  struct match_entries rx;
+} sim_recv[SIM_RECEIVES];
+static struct sim_msg {
+  int recv, tag, early, cts_seen; /* CTS records the sender had when it sent */
+  uint32_t stamp, seq;
+  int idx;
+} sim_msg[SIM_RECEIVES * 4];
+static int sim_nmsg, sim_replayed;
+static uint32_t lcg = 12345;
+
+static unsigned rnd(unsigned n) {
+  lcg = lcg * 1103515245u + 12345u;
+  return (lcg >> 16) % n;
+}
+
+/* CTS records come in (up to `burst`, in order, the receiver posting at most
+ * 6 receives ahead of the sender), then the sender replays its early log. */
+static void sim_cts(uint32_t base, int *next, int burst) {
+  for (int k = 0; k < burst && *next < SIM_RECEIVES && (uint32_t)*next + base - tx.seq < 6; k++, (*next)++)
+    CHECK(cts_in(base + (uint32_t)*next, sim_recv[*next].n, sim_recv[*next].tag, 1) == 0, "sim: CTS %d refused",
+          *next);
+  struct match_replayed m;
+  while (match_early_replay(&tx, &m) == MATCH_CLAIMED) {
+    while (!sim_msg[sim_replayed].early) sim_replayed++;
+    sim_msg[sim_replayed].seq = m.seq;
+    sim_msg[sim_replayed].idx = m.idx;
+    sim_replayed++;
+  }
+}
+
+static void sim_early(int i, int cts_seen) {
+  sim_msg[i].early = 1;
+  sim_msg[i].cts_seen = cts_seen;
+  sim_msg[i].stamp = match_early_add(&tx, sim_msg[i].tag, 1);
+}
+
+static void sim_send(uint32_t base) {
+  tx_fresh(base);
+  sim_replayed = 0;
+  int next_cts = 0;
+  uint64_t cap;
+  for (int i = 0; i < sim_nmsg; i++) {
+    /* phases where CTS records keep ahead, and where they lag behind */
+    sim_cts(base, &next_cts, (i / 40) % 2 ? (int)rnd(4) : rnd(6) == 0 ? (int)rnd(4) : 0);
+    int got = MATCH_NOT_IN;
+    if (!tx.early_len) got = match_cts_claim(&tx, sim_msg[i].tag, &sim_msg[i].seq, &sim_msg[i].idx, &cap);
+    CHECK(got != MATCH_NO_ENTRY, "sim: message %d found no entry", i);
+    if (got == MATCH_CLAIMED) continue;
+    if (tx.early_len == TCP_EAGER_LOG) {
+      /* the transport makes it wait for CTS records, then tries again */
+      for (int k = 0; tx.early_len == TCP_EAGER_LOG && k < SIM_RECEIVES; k++) sim_cts(base, &next_cts, 1);
+      CHECK(tx.early_len < TCP_EAGER_LOG, "sim: the early log stays full");
+      if (!tx.early_len && match_cts_claim(&tx, sim_msg[i].tag, &sim_msg[i].seq, &sim_msg[i].idx, &cap) ==
+                               MATCH_CLAIMED)
+        continue;
+    }
+    sim_early(i, next_cts);
+  }
+  for (int k = 0; tx.early_len && k < SIM_RECEIVES; k++) sim_cts(base, &next_cts, SIM_RECEIVES);
+  CHECK(tx.early_len == 0, "sim: %u early sends never matched", tx.early_len);
+}
+
+static void sim_receive(uint32_t base) {
+  struct match_recv rx = {.eager_seq = base};
+  uint32_t posted = base;
+  int early = 0;
+  for (int i = 0; i < sim_nmsg; i++) {
+    if (rnd(3) == 0 && posted - base < SIM_RECEIVES) posted++;
+    if (!sim_msg[i].early) continue;
+    /* a CTS goes out when its receive is posted */
+    if (posted - base < (uint32_t)sim_msg[i].cts_seen) posted = base + (uint32_t)sim_msg[i].cts_seen;
+    early++;
+    struct match_early_where w;
+    int rc;
+    while ((rc = match_early_at(&rx, sim_msg[i].stamp, posted, &w)) == MATCH_EARLY_BLOCKED) posted++;
+    if (rc == MATCH_EARLY_PLACED) rc = match_early_take(&rx, &w, sim_recv[w.seq - base].n, &sim_recv[w.seq - base].rx,
+                                                      sim_msg[i].tag);
+    CHECK(rc == MATCH_EARLY_PLACED && w.seq == sim_msg[i].seq && w.idx == sim_msg[i].idx,
+          "sim base %u: early message %d (tag %d): receiver %d at %u/%d, sender %u/%d", base, i, sim_msg[i].tag, rc,
+          w.seq, w.idx, sim_msg[i].seq, sim_msg[i].idx);
+  }
+  printf("sim base %u: %d of %d messages early\n", base, early, sim_nmsg);
+  CHECK(early > SIM_RECEIVES / 4 && early < sim_nmsg - SIM_RECEIVES / 4,
+        "sim: %d of %d messages early: not a mix", early, sim_nmsg);
+}
+
+static void test_both_sides_agree(uint32_t base) {
+  sim_nmsg = 0;
+  for (int r = 0; r < SIM_RECEIVES; r++) {
+    sim_recv[r].n = 1 + (int)rnd(4);
+    sim_recv[r].rx.claimed = 0;
+    for (int i = 0; i < sim_recv[r].n; i++) sim_recv[r].rx.tag[i] = sim_recv[r].tag[i] = (int)rnd(3);
+    /* the application sends the receive's tags in any order */
+    int order[COLLX_MAX_RECVS];
+    for (int i = 0; i < sim_recv[r].n; i++) order[i] = i;
+    for (int i = sim_recv[r].n - 1; i > 0; i--) {
+      int j = (int)rnd((unsigned)i + 1), t = order[i];
+      order[i] = order[j];
+      order[j] = t;
+    }
+    for (int i = 0; i < sim_recv[r].n; i++)
+      sim_msg[sim_nmsg++] = (struct sim_msg){.recv = r, .tag = sim_recv[r].tag[order[i]]};
+  }
+  sim_send(base);
+  for (int i = 0; i < sim_nmsg; i++)
+    CHECK(sim_msg[i].seq == base + (uint32_t)sim_msg[i].recv &&
+              sim_recv[sim_msg[i].recv].tag[sim_msg[i].idx] == sim_msg[i].tag,
+          "sim: message %d for receive %d (tag %d) went to %u/%d", i, sim_msg[i].recv, sim_msg[i].tag,
+          sim_msg[i].seq - base, sim_msg[i].idx);
+  sim_receive(base);
+}
+
 int main(void) {
   test_grouped_claims();
   test_early_then_batch();
@@ -276,6 +395,8 @@ int main(void) {
   test_receiver_blocked_until_posted();
   test_wrap();
   test_hold();
+  test_both_sides_agree(0);
+  test_both_sides_agree(UINT32_MAX - 300);
   printf("test_match: %d checks, %d failed\n", checks, failures);
   return failures != 0;
 }
