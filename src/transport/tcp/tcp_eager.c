@@ -18,7 +18,8 @@
  * sender's cursor (which only moves forward), so the receiver skips the
  * receives that the sender filled with matched messages.  Until its early
  * messages are matched, a sender posts nothing but more early messages (at
- * most TCP_EAGER_LOG of them).
+ * most TCP_EAGER_LOG of them).  The rule, the cursors and the early log
+ * are in match.c; this file applies them to sockets and requests.
  *
  * Flow control.  The receiver reads an early record only once its receive
  * is posted.  Until then the record stays in the socket, and whatever
