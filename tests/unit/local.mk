@@ -85,3 +85,11 @@ check_PROGRAMS += tests/unit/test_pieces
 TESTS += tests/unit/test_pieces
 tests_unit_test_pieces_SOURCES = tests/unit/test_pieces.c
 tests_unit_test_pieces_LDADD = libcollx-core.la
+
+# test_match: the matching rules (the sender's cursor over CTS records, the
+# early log, where the receiver puts an early message, held CTS records) on
+# hand-made sequences.
+check_PROGRAMS += tests/unit/test_match
+TESTS += tests/unit/test_match
+tests_unit_test_match_SOURCES = tests/unit/test_match.c
+tests_unit_test_match_LDADD = libcollx-core.la

@@ -202,14 +202,7 @@ static size_t ctrl_tx_held(const struct tcp_comm *c) {
 /* Whether a receive comm writes its CTS records now or holds them back.
  * Caller holds ctrl_tx_lock. */
 static int cts_due(struct tcp_comm *c) {
-  return atomic_load(&c->cts_prompt) > 0 || ctrl_tx_held(c) >= TCP_CTS_BATCH;
-}
-
-/* One receive fewer to announce at once. */
-static void cts_prompt_spend(struct tcp_comm *c) {
-  int left = atomic_load(&c->cts_prompt);
-  /* A stream thread may reset it meanwhile; then the reset wins. */
-  if (left > 0) atomic_compare_exchange_strong(&c->cts_prompt, &left, left - 1);
+  return match_hold_due(&c->hold, ctrl_tx_held(c));
 }
 
 /* Queue the receive's CTS, and write it now unless the receiver is holding
@@ -220,7 +213,7 @@ static void cts_prompt_spend(struct tcp_comm *c) {
 ncclResult_t tcp_ctrl_send_cts(struct tcp_comm *c, const struct tcp_req *r) {
   struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_CTS, .n = (uint8_t)r->n, .seq = r->seq};
   for (int i = 0; i < r->n; i++)
-    m.e[i] = (struct wire_cts_entry){.tag = r->e[i].tag, .size = r->e[i].cap};
+    m.e[i] = (struct wire_cts_entry){.tag = r->match.tag[i], .size = r->e[i].cap};
   pthread_mutex_lock(&c->ctrl_tx_lock);
   while (!c->ctrl_tx_dead && ctrl_queue(c, &m) != 0) {
     if (ctrl_flush(c) == 0) continue;
@@ -231,18 +224,18 @@ ncclResult_t tcp_ctrl_send_cts(struct tcp_comm *c, const struct tcp_req *r) {
     poll(&p, 1, WATCHDOG_TICK_MS);
   }
   /* A CTS_WANTED whose reader could not take this lock is served here. */
-  int due = cts_due(c) || atomic_exchange(&c->cts_wanted, 0);
-  cts_prompt_spend(c);
+  int due = cts_due(c) || match_hold_take_wanted(&c->hold);
+  match_hold_spend(&c->hold);
   if (due) ctrl_flush(c);
   pthread_mutex_unlock(&c->ctrl_tx_lock);
   return atomic_load(&c->error) ? tcp_comm_error(c) : ncclSuccess;
 }
 
 void tcp_ctrl_pump_due(struct tcp_comm *c) {
-  int wanted = atomic_exchange(&c->cts_wanted, 0);
+  int wanted = match_hold_take_wanted(&c->hold);
   if (pthread_mutex_trylock(&c->ctrl_tx_lock) != 0) {
     /* The holder may be queueing a CTS it holds back: ask again later. */
-    if (wanted) atomic_store(&c->cts_wanted, 1);
+    if (wanted) match_hold_rewant(&c->hold);
     return;
   }
   if (wanted || cts_due(c)) ctrl_flush(c);
@@ -255,21 +248,21 @@ void tcp_ctrl_pump_due(struct tcp_comm *c) {
  * holding before the receive this send needs was posted. */
 void tcp_ctrl_want_cts(struct tcp_comm *c) {
   double now = tcp_now();
-  if (c->want_seq == c->send_seq && now - c->want_at < TCP_CTS_WANT_RETRY_S) return;
+  if (c->want_seq == c->match_tx.seq && now - c->want_at < TCP_CTS_WANT_RETRY_S) return;
   if (pthread_mutex_trylock(&c->ctrl_tx_lock) != 0) return; /* asked again at the next isend */
   /* Only between whole records: the lane may be in the middle of a
    * message; then the record goes right behind it (want_pending_queue). */
-  struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_CTS_WANTED, .seq = c->send_seq};
+  struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_CTS_WANTED, .seq = c->match_tx.seq};
   int queued = 0;
   if (ctrl_flush(c) == 0) {
     queued = ctrl_queue(c, &m) == 0;
   } else if (c->lane_req && !c->want_pending) {
     c->want_pending = 1;
-    c->want_pending_seq = c->send_seq;
+    c->want_pending_seq = c->match_tx.seq;
     queued = 1;
   }
   if (queued) {
-    c->want_seq = c->send_seq;
+    c->want_seq = c->match_tx.seq;
     c->want_at = now;
     c->stats.cts_wanted++;
     ctrl_flush(c);
@@ -294,19 +287,7 @@ static void ctrl_heartbeat(struct tcp_comm *c, double now) {
 static int ctrl_accept_record(struct tcp_comm *c, const struct wire_ctrl *m, const char **why) {
   int type = wire_ctrl_check(m, c->magic == TCP_MAGIC_SEND, why);
   if (type != WIRE_CTS) return type < 0 ? -1 : 0;
-  struct tcp_cts_slot *slot = &c->cts[m->seq % TCP_SEQ_SLOTS];
-  /* The receiver posts seq only once seq - TCP_SEQ_SLOTS is complete, which needs this
-   * slot consumed: an occupied slot means the peer broke the protocol. */
-  if (atomic_load_explicit(&slot->valid, memory_order_acquire)) {
-    *why = "CTS for a receive slot still in use";
-    return -1;
-  }
-  slot->seq = m->seq;
-  slot->n = m->n;
-  slot->matched = 0;
-  memcpy(slot->e, m->e, sizeof slot->e);
-  atomic_store_explicit(&slot->valid, 1, memory_order_release);
-  return 0;
+  return match_cts_accept(&c->match_tx, m, why);
 }
 
 /* Read every control record that has arrived, in as few recv calls as

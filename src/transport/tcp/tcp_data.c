@@ -90,7 +90,7 @@ void tcp_warn_truncated(const struct tcp_comm *c, struct tcp_req *r, int idx, ui
   struct tcp_entry *e = &r->e[idx];
   COLLX_WARN("message of %llu bytes from %s on device %s is larger than the receive buffer "
              "of %zu bytes (tag %d); nothing was written",
-             (unsigned long long)size, c->peer, c->devname, e->cap, e->tag);
+             (unsigned long long)size, c->peer, c->devname, e->cap, r->match.tag[idx]);
   atomic_store(&r->error, ncclInvalidUsage);
   atomic_store(&e->total, 0);
   atomic_fetch_add(&r->entries_done, 1);
@@ -133,8 +133,7 @@ static int rx_accept_header(struct tcp_stream *s) {
   }
   atomic_store_explicit(&e->total, (int64_t)h->total, memory_order_release);
   /* Messages come on the streams: CTS records go out at once again. */
-  if (h->offset == 0 && atomic_load(&c->cts_prompt) != TCP_CTS_PROMPT_RECEIVES)
-    atomic_store(&c->cts_prompt, TCP_CTS_PROMPT_RECEIVES);
+  if (h->offset == 0) match_hold_stream_message(&c->hold);
   s->rx_req = r;
   s->rx_done = 0;
   if (h->len == 0) {
@@ -584,12 +583,11 @@ ncclResult_t tcp_isend(struct tcp_comm *c, void *data, size_t size, int tag,
                        struct tcp_req **out) {
   *out = NULL;
   if (atomic_load(&c->error)) return tcp_comm_error(c);
-  struct tcp_cts_slot *slot = &c->cts[c->send_seq % TCP_SEQ_SLOTS];
   int eager = size <= tcp_eager_size;
   /* Read the control socket only when the CTS we need is not in yet, and
    * for a small send only once the early ones pile up: it can go early. */
-  int need_cursor = !eager || c->early_len >= TCP_EAGER_LOG / 2;
-  if (need_cursor && (c->early_len || !atomic_load_explicit(&slot->valid, memory_order_acquire))) {
+  int need_cursor = !eager || c->match_tx.early_len >= TCP_EAGER_LOG / 2;
+  if (need_cursor && (c->match_tx.early_len || !match_cts_ready(&c->match_tx))) {
     tcp_ctrl_drain(c);
     tcp_eager_replay(c);
     if (atomic_load(&c->error)) return tcp_comm_error(c);
@@ -606,7 +604,7 @@ ncclResult_t tcp_isend(struct tcp_comm *c, void *data, size_t size, int tag,
   uint64_t cap = 0;
   /* While early sends wait for their CTS the cursor is not final: only
    * another early send may go. */
-  if (!c->early_len) claim = tcp_cts_claim(c, tag, &r->seq, &r->idx, &cap);
+  if (!c->match_tx.early_len) claim = match_cts_claim(&c->match_tx, tag, &r->seq, &r->idx, &cap);
   if (claim > 0 && size > cap) {
     COLLX_WARN("message of %zu bytes to %s on device %s is larger than the receive buffer "
                "of %llu bytes posted for tag %d", size, c->peer, c->devname,
@@ -618,7 +616,7 @@ ncclResult_t tcp_isend(struct tcp_comm *c, void *data, size_t size, int tag,
     return ncclInvalidUsage;
   }
   /* A tag of a later receive (claim < 0) waits, as does what has no room. */
-  if (claim < 0 || (claim == 0 && !(eager && c->early_len < TCP_EAGER_LOG))) {
+  if (claim < 0 || (claim == 0 && !(eager && c->match_tx.early_len < TCP_EAGER_LOG))) {
     tcp_req_release(r);
     return send_not_yet(c);
   }
@@ -653,12 +651,12 @@ ncclResult_t tcp_irecv(struct tcp_comm *c, int n, void **data, const size_t *siz
   }
   r->seq = seq;
   r->n = n;
-  r->eager_claimed = 0;
+  r->match.claimed = 0;
   atomic_store(&r->entries_done, 0);
   for (int i = 0; i < n; i++) {
     r->e[i].buf = data[i];
     r->e[i].cap = sizes[i];
-    r->e[i].tag = tags ? tags[i] : 0;
+    r->match.tag[i] = tags ? tags[i] : 0;
     atomic_store(&r->e[i].received, 0);
     atomic_store(&r->e[i].total, -1);
     piece_track_reset(&r->e[i].track); /* released (freed) with its last receive */
@@ -812,7 +810,7 @@ ncclResult_t tcp_comm_start(int is_send, int dev, const char *devname, const cha
   c->nstreams = nstreams;
   c->max_piece = max_piece;
   /* Until the traffic shows its sizes, every CTS goes out at once. */
-  atomic_store(&c->cts_prompt, TCP_CTS_PROMPT_RECEIVES);
+  match_hold_init(&c->hold);
   collx_list_init(&c->queue);
   collx_list_init(&c->lane_queue);
   pthread_mutex_init(&c->q_lock, NULL);

@@ -18,7 +18,8 @@
  * sender's cursor (which only moves forward), so the receiver skips the
  * receives that the sender filled with matched messages.  Until its early
  * messages are matched, a sender posts nothing but more early messages (at
- * most TCP_EAGER_LOG of them).
+ * most TCP_EAGER_LOG of them).  The rule, the cursors and the early log
+ * are in match.c; this file applies them to sockets and requests.
  *
  * Flow control.  The receiver reads an early record only once its receive
  * is posted.  Until then the record stays in the socket, and whatever
@@ -47,54 +48,27 @@ void tcp_set_eager_size(size_t bytes) {
 
 /* ---- sender -------------------------------------------------------------- */
 
-int tcp_cts_claim(struct tcp_comm *c, int tag, uint32_t *seq, int *idx, uint64_t *cap) {
-  struct tcp_cts_slot *slot = &c->cts[c->send_seq % TCP_SEQ_SLOTS];
-  if (!atomic_load_explicit(&slot->valid, memory_order_acquire) || slot->seq != c->send_seq) return 0;
-  int k = -1;
-  for (int i = 0; i < slot->n && k < 0; i++)
-    if (!(slot->matched & (1u << i)) && slot->e[i].tag == tag) k = i;
-  if (k < 0) return -1;
-  *seq = slot->seq;
-  *idx = k;
-  *cap = slot->e[k].size;
-  slot->matched |= 1u << k;
-  if (__builtin_popcount(slot->matched) == slot->n) {
-    atomic_store_explicit(&slot->valid, 0, memory_order_release);
-    c->send_seq++;
-  }
-  return 1;
-}
-
 void tcp_eager_replay(struct tcp_comm *c) {
-  while (c->early_len && !atomic_load(&c->error)) {
-    unsigned k = c->early_head;
-    uint32_t seq;
-    int idx;
-    uint64_t cap;
-    int got = tcp_cts_claim(c, c->early[k].tag, &seq, &idx, &cap);
-    if (got == 0) return; /* that CTS is not in yet */
-    if (got < 0) {
+  while (c->match_tx.early_len && !atomic_load(&c->error)) {
+    struct match_replayed m;
+    int got = match_early_replay(&c->match_tx, &m);
+    if (got == MATCH_NOT_IN) return;
+    if (got == MATCH_NO_ENTRY) {
       tcp_comm_failf(c, ncclInvalidUsage, "a message with tag %d sent before its CTS fits no free entry of "
-                     "receive %u", c->early[k].tag, c->send_seq);
+                     "receive %u", m.tag, m.seq);
       return;
     }
-    if (c->early[k].size > cap)
+    if (m.oversize)
       COLLX_WARN("message of %llu bytes to %s on device %s is larger than the receive buffer of %llu "
                  "bytes posted for tag %d (sent before its CTS: the receive fails)",
-                 (unsigned long long)c->early[k].size, c->peer, c->devname, (unsigned long long)cap,
-                 c->early[k].tag);
-    c->early_head = (k + 1) % TCP_EAGER_LOG;
-    c->early_len--;
+                 (unsigned long long)m.size, c->peer, c->devname, (unsigned long long)m.cap, m.tag);
   }
 }
 
 void tcp_eager_post(struct tcp_comm *c, struct tcp_req *r, int tag, int matched) {
   if (!matched) {
-    r->seq = c->send_seq; /* the first receive it may belong to */
+    r->seq = match_early_add(&c->match_tx, tag, r->size); /* the first receive it may belong to */
     r->idx = 0;
-    unsigned k = (c->early_head + c->early_len++) % TCP_EAGER_LOG;
-    c->early[k].tag = tag;
-    c->early[k].size = r->size;
     c->stats.early++;
   }
   c->stats.eager++;
@@ -117,35 +91,33 @@ void tcp_eager_post(struct tcp_comm *c, struct tcp_req *r, int tag, int matched)
  * its receive is not posted yet (*blocked set) or after failing the comm. */
 static struct tcp_req *early_target(struct tcp_comm *c, const struct wire_eager *h, int *idx,
                                     int *blocked) {
-  uint32_t posted = atomic_load(&c->recv_seq);
-  if ((int32_t)(h->seq - posted) > 0) {
-    tcp_comm_failf(c, ncclRemoteError, "early message for receive %u, but only %u were posted", h->seq, posted);
-    return NULL;
+  struct match_early_where w;
+  int rc = match_early_at(&c->match_rx, h->seq, atomic_load(&c->recv_seq), &w);
+  struct tcp_req *r = NULL;
+  if (rc == MATCH_EARLY_PLACED) {
+    r = atomic_load_explicit(&c->by_seq[w.seq % TCP_SEQ_SLOTS], memory_order_acquire);
+    if (r && r->seq != w.seq) r = NULL;
+    rc = match_early_take(&c->match_rx, &w, r ? r->n : 0, r ? &r->match : NULL, h->tag);
   }
-  /* Claims only ever go to the receive at the cursor, and the cursor moves
-   * past a receive once its last entry is claimed: the receive it names has
-   * a free entry unless the message fits nowhere. */
-  if ((int32_t)(h->seq - c->eager_seq) > 0) c->eager_seq = h->seq;
-  uint32_t t = c->eager_seq;
-  if (t == posted) {
+  switch (rc) {
+  case MATCH_EARLY_PLACED:
+    *idx = w.idx;
+    return r;
+  case MATCH_EARLY_BLOCKED:
     *blocked = 1;
-    atomic_store(&c->lane_wait_seq, posted);
+    atomic_store(&c->lane_wait_seq, w.posted);
+    return NULL;
+  case MATCH_EARLY_NOT_POSTED:
+    tcp_comm_failf(c, ncclRemoteError, "early message for receive %u, but only %u were posted", w.seq, w.posted);
+    return NULL;
+  case MATCH_EARLY_COMPLETED:
+    tcp_comm_failf(c, ncclRemoteError, "early message for receive %u, which has completed", w.seq);
+    return NULL;
+  default:
+    tcp_comm_failf(c, ncclInvalidUsage, "early message with tag %d fits no free entry of receive %u", h->tag,
+                   w.seq);
     return NULL;
   }
-  struct tcp_req *r = atomic_load_explicit(&c->by_seq[t % TCP_SEQ_SLOTS], memory_order_acquire);
-  if (!r || r->seq != t) {
-    tcp_comm_failf(c, ncclRemoteError, "early message for receive %u, which has completed", t);
-    return NULL;
-  }
-  for (int i = 0; i < r->n; i++)
-    if (!(r->eager_claimed & (1u << i)) && r->e[i].tag == h->tag) {
-      r->eager_claimed |= 1u << i;
-      if (__builtin_popcount(r->eager_claimed) == r->n) c->eager_seq++;
-      *idx = i;
-      return r;
-    }
-  tcp_comm_failf(c, ncclInvalidUsage, "early message with tag %d fits no free entry of receive %u", h->tag, t);
-  return NULL;
 }
 
 /* An EAGER record is staged: find its entry and start its payload.
@@ -232,9 +204,8 @@ static int lane_record(struct tcp_comm *c, size_t len) {
       tcp_comm_fail(c, ncclRemoteError, why);
       r = -1;
     } else if (type == WIRE_CTS_WANTED) {
-      /* Written by whoever drained (tcp_ctrl_drain), outside this lock. */
-      atomic_store(&c->cts_prompt, TCP_CTS_PROMPT_RECEIVES);
-      atomic_store(&c->cts_wanted, 1);
+      /* Served by whoever drained (tcp_ctrl_drain), outside this lock. */
+      match_hold_wanted(&c->hold);
     }
   }
   if (r == 1) c->ctrl_rx_pos += len;

@@ -6,31 +6,16 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "match.h"
 #include "pieces.h"
 #include "tcp.h"
 #include "util/list.h"
 #include "wire.h"
 
 #define TCP_MAX_STREAMS 16
-/* Receives are found by seq % TCP_SEQ_SLOTS.  At most 32 are outstanding,
- * but a caller may complete them out of order while the data of an older
- * one still trickles in on a slow stream: the window of sequence numbers in
- * use can be wider than the pool. */
-#define TCP_SEQ_SLOTS 256
-/* Early (unmatched) eager sends a sender keeps until their receive's CTS
- * arrives; past this, small sends wait for CTS records too. */
-#define TCP_EAGER_LOG 64
 /* Receive staging per stream: a header and a small message in one recv. */
 #define TCP_STAGE_SIZE (64 * 1024)
 
-/* A receiver whose last TCP_CTS_PROMPT_RECEIVES receives saw no message
- * large enough for the data streams holds its CTS records back until
- * TCP_CTS_BATCH are waiting (or the sender asks, or the watchdog's next
- * tick): small messages need no CTS, and each write on the control socket
- * costs the proxy thread a loopback round of the TCP stack (bench/NOTES.md
- * attempt 14). */
-#define TCP_CTS_BATCH 8
-#define TCP_CTS_PROMPT_RECEIVES 16
 /* A sender refused for want of a CTS asks again after this long. */
 #define TCP_CTS_WANT_RETRY_S 1e-3
 
@@ -53,7 +38,6 @@ enum tcp_req_state { REQ_FREE = 0, REQ_ACTIVE = 1 };
 struct tcp_entry {        /* one buffer of a (grouped) receive */
   char *buf;
   size_t cap;
-  int tag;
   _Atomic uint64_t received;
   _Atomic int64_t total;  /* -1 until the first piece names it */
   struct piece_track track; /* pieces claimed so far (comm->track_lock) */
@@ -77,7 +61,9 @@ struct tcp_req {
   struct collx_list qnode;
   /* receive */
   int n;
-  uint32_t eager_claimed; /* entries taken by early eager messages (lane reader only) */
+  /* the entries' tags (set at irecv) and those taken by early eager
+   * messages (lane reader only) */
+  struct match_entries match;
   _Atomic int entries_done;
   struct tcp_entry e[COLLX_MAX_RECVS];
   _Atomic int error;      /* ncclResult_t for this request */
@@ -111,18 +97,6 @@ struct tcp_stream {
   int hb_active;
 };
 
-/* The CTS records a sender has received, indexed by seq % MAX_REQUESTS. */
-struct tcp_cts_slot {
-  /* Filled by whichever thread drains the control socket (the watchdog or
-   * isend), then published with a release store of `valid`; consumed and
-   * cleared by isend. */
-  atomic_int valid;
-  uint32_t seq;
-  int n;
-  struct wire_cts_entry e[COLLX_MAX_RECVS];
-  uint32_t matched;       /* bit per entry */
-};
-
 struct tcp_comm {
   uint32_t magic;         /* TCP_MAGIC_SEND / TCP_MAGIC_RECV */
   int dev;
@@ -145,10 +119,8 @@ struct tcp_comm {
   atomic_int lane_blocked;  /* an early message waits for its receive... */
   _Atomic uint32_t lane_wait_seq; /* ...which was not posted while recv_seq was this */
   int ctrl_tx_dead;         /* the peer is gone: CTS and heartbeats are dropped */
-  /* receiver: receives still to get their CTS written at once; reset by a
-   * message on the data streams and by the sender's CTS_WANTED */
-  atomic_int cts_prompt;
-  atomic_int cts_wanted;      /* a CTS_WANTED came in: write what is held */
+  /* receiver: whether CTS records go out at once or are held back */
+  struct match_hold hold;
   /* sender: the last CTS_WANTED, for the cursor position it was sent at */
   uint32_t want_seq;
   double want_at;
@@ -175,16 +147,13 @@ struct tcp_comm {
   struct collx_list lane_queue;  /* eager sends not yet started (ctrl_tx_lock) */
   struct tcp_req *lane_req;      /* the eager send being written */
   size_t lane_done;
-  /* sender: early eager sends, oldest first, until their CTS is in */
-  struct { int32_t tag; uint64_t size; } early[TCP_EAGER_LOG];
-  unsigned early_head, early_len;
   /* receiver: the incoming control socket's reader (ctrl_rx_lock) */
   size_t ctrl_rx_pos;
   struct wire_eager lane_rx_hdr;
   struct tcp_req *lane_rx_req;   /* receive the current eager payload fills */
   int lane_rx_active, lane_rx_discard;
   size_t lane_rx_got;
-  uint32_t eager_seq;            /* first receive early messages may still fill */
+  struct match_recv match_rx;    /* where early messages go */
   double last_sent;           /* heartbeat, watchdog only */
   double last_stream_hb;      /* heartbeat on a data stream, watchdog only */
   /* The last time the peer was heard: bytes read from any of its sockets
@@ -195,8 +164,8 @@ struct tcp_comm {
   /* COLLX_TIMELINE builds (util/timeline.h): the connection's key, and
    * eager messages written (sender) or landed (receiver) so far */
   uint32_t tl_key, tl_lane_tx, tl_lane_rx;
-  struct tcp_cts_slot cts[TCP_SEQ_SLOTS];
-  uint32_t send_seq;          /* CTS being filled */
+  /* sender: CTS records in, the cursor, early eager sends (match.h) */
+  struct match_send match_tx;
   size_t max_piece;
   unsigned pump_turn;         /* COLLX_PROGRESS=caller: stream to start from */
   _Atomic double caller_seen; /* COLLX_INLINE_RECV: last test() on this receive comm */
@@ -289,10 +258,6 @@ void tcp_streams_watch(struct tcp_comm *c, double now);
 
 /* Eager messages (tcp_eager.c). */
 extern size_t tcp_eager_size;
-/* The sender's cursor over the receiver's CTS records: claim the entry of
- * the current receive that a message with `tag` fills.  1: claimed, 0: that
- * CTS is not in yet, -1: it is in but has no free entry with this tag. */
-int tcp_cts_claim(struct tcp_comm *c, int tag, uint32_t *seq, int *idx, uint64_t *cap);
 /* Match early eager sends against CTS records that have come in since. */
 void tcp_eager_replay(struct tcp_comm *c);
 /* Send r (data and size set) on the control socket: to receive entry
