@@ -280,7 +280,7 @@ static int run_plan(const struct options *o) {
   if (!o->json && collx_caller_progress())
     printf("\nprogress  no stream threads: the caller of isend/irecv/test does the socket I/O\n"
            "          (COLLX_PROGRESS=%s); the thread CPUs above apply with COLLX_PROGRESS=threads\n",
-           collx_param_str(COLLX_P_PROGRESS));
+           collx_settings()->progress_setting);
   collx_gpu_matrix_free(&m);
   return 0;
 }

@@ -6,14 +6,10 @@
  */
 #include "comm.h"
 
-#include <stdatomic.h>
-
 #include "core/context.h"
 #include "core/core.h"
-#include "core/handle.h"
+#include "core/transports.h"
 #include "topo/topo.h"
-#include "transport/tcp/tcp.h"
-#include "transport/tcp/tcp_internal.h"
 #include "util/log.h"
 
 #define CHECK_ARG(cond, ...)          \
@@ -24,13 +20,16 @@
     }                                 \
   } while (0)
 
-ncclResult_t collx_listen_opts(int dev, void *handle, const struct tcp_conn_opts *o,
+/* The kind of an opaque pointer NCCL handed in, by the transport's rule. */
+static int is_kind(const void *p, enum collx_obj_kind k) { return collx_transport()->kind(p) == k; }
+
+ncclResult_t collx_listen_opts(int dev, void *handle, const struct collx_conn_opts *o,
                                void **listen_comm) {
   const struct collx_device *d = collx_device_get(dev);
   CHECK_ARG(d, "listen: no device %d", dev);
   CHECK_ARG(handle && listen_comm, "listen: NULL handle or comm pointer");
   *listen_comm = NULL;
-  return tcp_listen(d, dev, (struct collx_handle *)handle, o, (struct tcp_listen **)listen_comm);
+  return collx_transport()->listen(d, dev, handle, o, listen_comm);
 }
 
 ncclResult_t collx_listen(int dev, void *handle, void **listen_comm) {
@@ -41,12 +40,12 @@ ncclResult_t collx_connect(int dev, void *handle, void **send_comm) {
   return collx_connect_opts(dev, handle, NULL, send_comm);
 }
 
-ncclResult_t collx_connect_opts(int dev, void *handle, const struct tcp_conn_opts *o,
+ncclResult_t collx_connect_opts(int dev, void *handle, const struct collx_conn_opts *o,
                                 void **send_comm) {
   const struct collx_device *d = collx_device_get(dev);
   CHECK_ARG(d, "connect: no device %d", dev);
   CHECK_ARG(handle && send_comm, "connect: NULL handle or comm pointer");
-  ncclResult_t res = tcp_connect(d, dev, (struct collx_handle *)handle, o, (struct tcp_comm **)send_comm);
+  ncclResult_t res = collx_transport()->connect(d, dev, handle, o, send_comm);
   /* NCCL's proxy thread has the GPU's context current here. */
   if (res == ncclSuccess && *send_comm) collx_topo_log_gpu_locality(dev);
   return res;
@@ -55,11 +54,11 @@ ncclResult_t collx_connect_opts(int dev, void *handle, const struct tcp_conn_opt
 ncclResult_t collx_accept(void *listen_comm, void **recv_comm) {
   CHECK_ARG(recv_comm, "accept: NULL comm pointer");
   *recv_comm = NULL;
-  CHECK_ARG(tcp_is_listen(listen_comm), "accept: %p is not a listening comm", listen_comm);
-  ncclResult_t res = tcp_accept(listen_comm, (struct tcp_comm **)recv_comm);
+  CHECK_ARG(is_kind(listen_comm, COLLX_OBJ_LISTEN), "accept: %p is not a listening comm", listen_comm);
+  ncclResult_t res = collx_transport()->accept(listen_comm, recv_comm);
   if (res == ncclSuccess && *recv_comm) {
     collx_ctx_adopt_accepted(listen_comm, *recv_comm);
-    collx_topo_log_gpu_locality(((struct tcp_comm *)*recv_comm)->dev);
+    collx_topo_log_gpu_locality(collx_transport()->comm_dev(*recv_comm));
   }
   return res;
 }
@@ -71,7 +70,7 @@ static int mr_host;
 ncclResult_t collx_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle) {
   CHECK_ARG(mhandle, "regMr: NULL mhandle pointer");
   *mhandle = NULL;
-  CHECK_ARG(tcp_is_send_comm(comm) || tcp_is_recv_comm(comm), "regMr: %p is not a comm", comm);
+  CHECK_ARG(is_kind(comm, COLLX_OBJ_SEND) || is_kind(comm, COLLX_OBJ_RECV), "regMr: %p is not a comm", comm);
   if (type != NCCL_PTR_HOST) {
     COLLX_WARN("regMr: memory type %d is not supported (collx moves host memory only)", type);
     return ncclInternalError;
@@ -88,21 +87,21 @@ ncclResult_t collx_dereg_mr(void *comm, void *mhandle) {
 ncclResult_t collx_isend(void *send_comm, void *data, size_t size, int tag, void **request) {
   CHECK_ARG(request, "isend: NULL request pointer");
   *request = NULL;
-  CHECK_ARG(tcp_is_send_comm(send_comm), "isend: %p is not a send comm", send_comm);
+  CHECK_ARG(is_kind(send_comm, COLLX_OBJ_SEND), "isend: %p is not a send comm", send_comm);
   CHECK_ARG(data || size == 0, "isend: NULL buffer for %zu bytes", size);
-  return tcp_isend(send_comm, data, size, tag, (struct tcp_req **)request);
+  return collx_transport()->isend(send_comm, data, size, tag, request);
 }
 
 ncclResult_t collx_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
                          const int *tags, void **request) {
   CHECK_ARG(request, "irecv: NULL request pointer");
   *request = NULL;
-  CHECK_ARG(tcp_is_recv_comm(recv_comm), "irecv: %p is not a receive comm", recv_comm);
+  CHECK_ARG(is_kind(recv_comm, COLLX_OBJ_RECV), "irecv: %p is not a receive comm", recv_comm);
   CHECK_ARG(n >= 1 && n <= COLLX_MAX_RECVS, "irecv: %d buffers (1 to %d allowed)", n, COLLX_MAX_RECVS);
   CHECK_ARG(data && sizes, "irecv: NULL buffer or size array");
   for (int i = 0; i < n; i++)
     CHECK_ARG(data[i] || sizes[i] == 0, "irecv: buffer %d is NULL for %zu bytes", i, sizes[i]);
-  return tcp_irecv(recv_comm, n, data, sizes, tags, (struct tcp_req **)request);
+  return collx_transport()->irecv(recv_comm, n, data, sizes, tags, request);
 }
 
 ncclResult_t collx_iflush(void *recv_comm, int n, void **data, const size_t *sizes,
@@ -116,37 +115,39 @@ ncclResult_t collx_iflush(void *recv_comm, int n, void **data, const size_t *siz
 ncclResult_t collx_test(void *request, int *done, size_t *sizes) {
   CHECK_ARG(done, "test: NULL done pointer");
   *done = 0;
-  CHECK_ARG(tcp_is_req(request), "test: %p is not a collx request", request);
-  return tcp_test(request, done, sizes);
+  CHECK_ARG(is_kind(request, COLLX_OBJ_REQ), "test: %p is not a collx request", request);
+  return collx_transport()->test(request, done, sizes);
 }
 
 ncclResult_t collx_close_send(void *send_comm) {
-  CHECK_ARG(tcp_is_send_comm(send_comm), "closeSend: %p is not a send comm (closed twice?)", send_comm);
+  CHECK_ARG(is_kind(send_comm, COLLX_OBJ_SEND), "closeSend: %p is not a send comm (closed twice?)", send_comm);
   collx_ctx_forget(send_comm);
-  tcp_comm_close(send_comm);
+  collx_transport()->close_send(send_comm);
   return ncclSuccess;
 }
 
 ncclResult_t collx_close_recv(void *recv_comm) {
-  CHECK_ARG(tcp_is_recv_comm(recv_comm), "closeRecv: %p is not a receive comm (closed twice?)", recv_comm);
+  CHECK_ARG(is_kind(recv_comm, COLLX_OBJ_RECV), "closeRecv: %p is not a receive comm (closed twice?)", recv_comm);
   collx_ctx_forget(recv_comm);
-  tcp_comm_close(recv_comm);
+  collx_transport()->close_recv(recv_comm);
   return ncclSuccess;
 }
 
 ncclResult_t collx_close_listen(void *listen_comm) {
-  CHECK_ARG(tcp_is_listen(listen_comm), "closeListen: %p is not a listening comm (closed twice?)", listen_comm);
+  CHECK_ARG(is_kind(listen_comm, COLLX_OBJ_LISTEN), "closeListen: %p is not a listening comm (closed twice?)", listen_comm);
   collx_ctx_forget(listen_comm);
-  tcp_listen_close(listen_comm);
+  collx_transport()->close_listen(listen_comm);
   return ncclSuccess;
 }
 
 void collx_close_comm_raw(void *comm) {
-  if (tcp_is_send_comm(comm) || tcp_is_recv_comm(comm)) tcp_comm_close(comm);
+  enum collx_obj_kind k = collx_transport()->kind(comm);
+  if (k == COLLX_OBJ_SEND) collx_transport()->close_send(comm);
+  else if (k == COLLX_OBJ_RECV) collx_transport()->close_recv(comm);
 }
 
 void collx_close_listen_raw(void *listen_comm) {
-  if (tcp_is_listen(listen_comm)) tcp_listen_close(listen_comm);
+  if (is_kind(listen_comm, COLLX_OBJ_LISTEN)) collx_transport()->close_listen(listen_comm);
 }
 
-int collx_live_threads(void) { return atomic_load(&tcp_live_threads); }
+int collx_live_threads(void) { return collx_transport()->live_threads(); }

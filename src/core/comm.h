@@ -10,11 +10,11 @@ const struct collx_device *collx_device_get(int dev);
 /* 1 when COLLX_NSTREAMS fixed the stream count (hints do not change it). */
 int collx_nstreams_fixed(void);
 
-struct tcp_conn_opts;
+struct collx_conn_opts;
 /* listen / connect with per-connection settings (context.c). */
-ncclResult_t collx_listen_opts(int dev, void *handle, const struct tcp_conn_opts *o,
+ncclResult_t collx_listen_opts(int dev, void *handle, const struct collx_conn_opts *o,
                                void **listen_comm);
-ncclResult_t collx_connect_opts(int dev, void *handle, const struct tcp_conn_opts *o,
+ncclResult_t collx_connect_opts(int dev, void *handle, const struct collx_conn_opts *o,
                                 void **send_comm);
 /* Close a comm a finalizing context still owned (no ownership update). */
 void collx_close_comm_raw(void *comm);

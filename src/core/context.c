@@ -15,7 +15,7 @@
 #include "core/context.h"
 #include "core/core.h"
 #include "topo/topo.h"
-#include "transport/tcp/tcp.h"
+#include "core/transports.h"
 #include "util/list.h"
 #include "util/log.h"
 
@@ -204,8 +204,8 @@ ncclResult_t collx_ctx_set_hints(void *ctxp, const struct collx_hints *h) {
 
 /* Settings for a connect under ctx (NULL: none), with the stream count
  * from the hints unless COLLX_NSTREAMS fixed it. */
-static int conn_opts(struct collx_ctx *ctx, int dev, struct tcp_conn_opts *o) {
-  *o = (struct tcp_conn_opts){.nstreams = 0, .tclass = -1, .owner = NULL};
+static int conn_opts(struct collx_ctx *ctx, int dev, struct collx_conn_opts *o) {
+  *o = (struct collx_conn_opts){.nstreams = 0, .tclass = -1, .owner = NULL};
   if (!ctx) return 1;
   pthread_mutex_lock(&ctx_lock);
   int ok = ctx_valid(ctx);
@@ -232,7 +232,7 @@ static int conn_opts(struct collx_ctx *ctx, int dev, struct tcp_conn_opts *o) {
 }
 
 ncclResult_t collx_ctx_listen(void *ctxp, int dev, void *handle, void **listen_comm) {
-  struct tcp_conn_opts o;
+  struct collx_conn_opts o;
   if (!conn_opts(ctxp, dev, &o)) {
     COLLX_WARN("listen: %p is not a live collx context (finalized?)", ctxp);
     return ncclInvalidArgument;
@@ -243,7 +243,7 @@ ncclResult_t collx_ctx_listen(void *ctxp, int dev, void *handle, void **listen_c
 }
 
 ncclResult_t collx_ctx_connect(void *ctxp, int dev, void *handle, void **send_comm) {
-  struct tcp_conn_opts o;
+  struct collx_conn_opts o;
   if (!conn_opts(ctxp, dev, &o)) {
     COLLX_WARN("connect: %p is not a live collx context (finalized?)", ctxp);
     if (send_comm) *send_comm = NULL;
@@ -277,7 +277,7 @@ ncclResult_t collx_ctx_finalize(void *ctxp) {
     if (o->kind == OWNED_LISTEN) collx_close_listen_raw(o->obj);
     else collx_close_comm_raw(o->obj);
   }
-  int half = tcp_connect_forget(ctx);
+  int half = collx_transport()->connect_forget(ctx);
   if (ctx->nowned || half)
     COLLX_INFO(COLLX_LOG_INIT | COLLX_LOG_NET, "comm %#llx: finalize closed what NCCL left open: "
                "%d send, %d receive, %d listening comm(s), %d half-made connect(s)",

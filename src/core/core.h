@@ -11,10 +11,10 @@
 
 #include "collx/net_abi.h"
 
-/* Most receives one grouped irecv may carry (reported as maxRecvs). */
-#define COLLX_MAX_RECVS 8
-/* Requests outstanding per comm. */
-#define COLLX_MAX_REQUESTS NCCL_NET_MAX_REQUESTS
+/* COLLX_MAX_RECVS (reported as maxRecvs) and COLLX_MAX_REQUESTS are the
+ * transport interface's limits. */
+#include "transport/transport.h"
+
 /* Comms one device can carry at once (reported as maxComms). */
 #define COLLX_MAX_COMMS 65536
 
@@ -73,6 +73,10 @@ int collx_abi_version(void);
 /* After init: 1 when the callers of isend/irecv/test do the socket I/O
  * (COLLX_PROGRESS), 0 when every stream has its own thread. */
 int collx_caller_progress(void);
+
+/* The settings init resolved from the parameter table (NULL before a
+ * successful init); collx-info prints from it. */
+const struct collx_config *collx_settings(void);
 
 /* Plugin threads alive right now (tests check it drops to 0 after close). */
 int collx_live_threads(void);

@@ -276,29 +276,6 @@ static void fill_netif(struct collx_netif *m, const char *name, const struct soc
   m->speed_from_sysfs = *src == SPEED_SYSFS;
 }
 
-/* Host part of an address, without port: "10.0.0.2", "fe80::1%eth0". */
-static const char *host_str(const struct sockaddr *sa, char *buf, size_t len) {
-  if (sa->sa_family == AF_INET) {
-    const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
-    if (!inet_ntop(AF_INET, &s4->sin_addr, buf, (socklen_t)len)) snprintf(buf, len, "?");
-    return buf;
-  }
-  if (sa->sa_family != AF_INET6) {
-    snprintf(buf, len, "(family %d)", sa->sa_family);
-    return buf;
-  }
-  const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
-  char a[INET6_ADDRSTRLEN] = "?", ifn[IF_NAMESIZE];
-  inet_ntop(AF_INET6, &s6->sin6_addr, a, sizeof a);
-  if (s6->sin6_scope_id == 0) {
-    snprintf(buf, len, "%s", a);
-  } else if (if_indextoname(s6->sin6_scope_id, ifn)) {
-    snprintf(buf, len, "%s%%%s", a, ifn);
-  } else {
-    snprintf(buf, len, "%s%%%u", a, (unsigned)s6->sin6_scope_id);
-  }
-  return buf;
-}
 
 static void make_device(struct collx_device *d, int index, const char *name,
                         const struct sockaddr *sa, long speed_override) {
@@ -316,7 +293,7 @@ static void make_device(struct collx_device *d, int index, const char *name,
   d->rail_id = d->plane_id = COLLX_ID_UNDEF;
   char host[INET6_ADDRSTRLEN + IF_NAMESIZE + 2];
   COLLX_INFO(COLLX_LOG_INIT, "device %d: %s %s speed %d Mbps (%s) pci %s", index, d->name,
-             host_str((const struct sockaddr *)&m->addr, host, sizeof host), d->speed_mbps,
+             collx_host_str((const struct sockaddr *)&m->addr, host, sizeof host), d->speed_mbps,
              speed_src_name(src), d->pci_path ? d->pci_path : "none");
 }
 
@@ -538,21 +515,4 @@ int collx_device_fuse(const struct collx_device *devs, int nphys, const int *idx
   /* Every member carries at least one stream (streams go to members in turn). */
   if (out->streams < out->nmembers) out->streams = out->nmembers;
   return 0;
-}
-
-const char *collx_addr_str(const struct sockaddr *sa, char *buf, size_t len) {
-  if (!buf || len == 0) return buf;
-  if (!sa) {
-    snprintf(buf, len, "(none)");
-    return buf;
-  }
-  char host[INET6_ADDRSTRLEN + IF_NAMESIZE + 2];
-  host_str(sa, host, sizeof host);
-  if (sa->sa_family == AF_INET)
-    snprintf(buf, len, "%s:%u", host, ntohs(((const struct sockaddr_in *)sa)->sin_port));
-  else if (sa->sa_family == AF_INET6)
-    snprintf(buf, len, "[%s]:%u", host, ntohs(((const struct sockaddr_in6 *)sa)->sin6_port));
-  else
-    snprintf(buf, len, "%s", host);
-  return buf;
 }

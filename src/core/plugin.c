@@ -4,18 +4,17 @@
 #include "config.h"
 
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/comm.h"
 #include "core/core.h"
 #include "core/device.h"
 #include "core/rail.h"
+#include "core/transports.h"
 #include "topo/topo.h"
-#include "transport/tcp/tcp.h"
 #include "util/log.h"
+#include "util/config.h"
 #include "util/params.h"
 
 _Static_assert(sizeof(((struct collx_props *)0)->phys) == COLLX_MAX_VDEV_DEVS * sizeof(int),
@@ -28,54 +27,38 @@ static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct collx_device *devices;
 static atomic_int ndevices = -1; /* -1: not initialised; grows with makeVDevice */
 static int nphys;                /* the discovered ones: devices[0..nphys-1] */
-static int nstreams_fixed;       /* COLLX_NSTREAMS set */
+static struct collx_config config; /* resolved once, at init */
 static atomic_int abi_version;
 
 const char *collx_version(void) { return PACKAGE_VERSION; }
 void collx_set_abi_version(int version) { atomic_store(&abi_version, version); }
 int collx_abi_version(void) { return atomic_load(&abi_version); }
-int collx_caller_progress(void) { return tcp_caller_progress(); }
+int collx_caller_progress(void) { return collx_transport()->caller_progress(); }
+const struct collx_config *collx_settings(void) { return atomic_load(&ndevices) < 0 ? NULL : &config; }
 
-/* COLLX_PROGRESS: 1 when the caller's thread should do all socket I/O.
- * auto picks it on small hosts: NCCL's proxy thread already spins on a core
- * in test(), and stream threads beside it only add wake-ups and context
- * switches (bench/NOTES.md, CPU machine). */
-static int caller_progress_wanted(void) {
-  const char *mode = collx_param_str(COLLX_P_PROGRESS);
-  if (mode && !strcmp(mode, "caller")) return 1;
-  if (mode && !strcmp(mode, "threads")) return 0;
-  if (mode && *mode && strcmp(mode, "auto"))
-    COLLX_WARN("COLLX_PROGRESS=%s is not threads, caller or auto; using auto", mode);
-  cpu_set_t set;
-  int ncpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
-                                                          : (int)sysconf(_SC_NPROCESSORS_ONLN);
-  return ncpus < 4;
-}
-
-static void configure_transport(void) {
-  nstreams_fixed = collx_param_int(COLLX_P_NSTREAMS) > 0;
-  int caller = caller_progress_wanted();
-  /* Bounds and defaults are params.def's: collx_param_int clamps. */
-  long piece = collx_param_int(COLLX_P_CHUNK_SIZE);
-  struct tcp_config cfg = {.max_piece = (size_t)piece,
-                           .connect_timeout_s = (int)collx_param_int(COLLX_P_CONNECT_TIMEOUT),
-                           .timeout_s = (int)collx_param_int(COLLX_P_TIMEOUT)};
-  tcp_configure(&cfg);
-  long spin = collx_param_int(COLLX_P_SPIN_US);
-  tcp_set_spin_us((int)spin);
-  tcp_set_inline_recv(collx_param_int(COLLX_P_INLINE_RECV) != 0);
-  tcp_set_eager_size((size_t)collx_param_int(COLLX_P_EAGER_SIZE));
-  tcp_set_caller_progress(caller);
+/* The settings are resolved once (util/config.c) and the transport's
+ * init keeps them; nothing below reads the parameter table again. */
+static ncclResult_t start_transport(void) {
+  collx_config_load(&config);
+  const struct collx_transport *t = collx_transport();
+  ncclResult_t res = t->init(&config);
+  if (res != ncclSuccess) {
+    COLLX_WARN("the %s transport did not start", t->name);
+    return res;
+  }
+  int caller = config.progress == COLLX_PROGRESS_CALLER;
   /* The stream count of each device is the placement plan's (src/topo/streams.c),
    * logged with its reasons as "topology: dev N ... streams per connection". */
-  for (int i = 0; i < ndevices; i++)
-    COLLX_INFO(COLLX_LOG_INIT, "device %d %s: %d streams per connection, pieces up to %ld bytes, %s", i,
-               devices[i].name, devices[i].streams, piece,
+  for (int i = 0; i < nphys; i++)
+    COLLX_INFO(COLLX_LOG_INIT, "device %d %s: %d streams per connection, pieces up to %zu bytes, %s", i,
+               devices[i].name, devices[i].streams, config.chunk_size,
                caller ? "I/O by the caller of isend/irecv/test (COLLX_PROGRESS)" : "a thread per stream");
-  if (!caller && spin > 0) COLLX_INFO(COLLX_LOG_INIT, "stream threads spin %ld us after data", spin);
+  if (!caller && config.spin_us > 0)
+    COLLX_INFO(COLLX_LOG_INIT, "stream threads spin %d us after data", config.spin_us);
+  return ncclSuccess;
 }
 
-int collx_nstreams_fixed(void) { return nstreams_fixed; }
+int collx_nstreams_fixed(void) { return config.nstreams > 0; }
 
 /* railId / planeId of the discovered devices (COLLX_RAIL_ID, COLLX_PLANE_ID). */
 static void assign_rails(void) {
@@ -111,9 +94,9 @@ ncclResult_t collx_init(ncclDebugLogger_t logger) {
       res = ncclSystemError;
     } else {
       nphys = n;
-      atomic_store(&ndevices, n);
       assign_rails();
-      configure_transport();
+      res = start_transport();
+      if (res == ncclSuccess) atomic_store(&ndevices, n);
     }
   }
   pthread_mutex_unlock(&init_lock);

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/device.h"
+#include "util/netdev.h"
 
 _Static_assert(COLLX_TOPO_MAX_MEMBERS == COLLX_MAX_MEMBERS,
                "a plan device must fit in a struct collx_device");

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "cases.h"
-#include "core/handle.h"
+#include "transport/tcp/handle.h"
 #include "transport/tcp/wire.h"
 
 #define CONNECT_TIMEOUT_S 1 /* COLLX_CONNECT_TIMEOUT of this case */

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "core/handle.h"
+#include "transport/tcp/handle.h"
 #include "faults.h"
 
 /* The handle layout the garbage-handle case relies on. */

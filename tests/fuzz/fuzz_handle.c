@@ -1,8 +1,8 @@
-/* libFuzzer target: collx_handle_decode (src/core/handle.c).
+/* libFuzzer target: collx_handle_decode (src/transport/tcp/handle.c).
  * Input: the 128 bytes of a handle (zero-padded). */
 #include <netinet/in.h>
 
-#include "core/handle.h"
+#include "transport/tcp/handle.h"
 #include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

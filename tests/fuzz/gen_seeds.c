@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/handle.h"
+#include "transport/tcp/handle.h"
 #include "transport/tcp/wire.h"
 
 static const char *g_dir;

@@ -12,7 +12,7 @@ FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=a
               -include $(top_builddir)/config.h -I$(top_srcdir)/include -I$(top_srcdir)/src
 FUZZ_HDRS = $(top_srcdir)/tests/fuzz/fuzz_common.h $(top_srcdir)/include/collx/net_abi.h
 FUZZ_WIRE_DEPS = $(top_srcdir)/src/transport/tcp/wire.c $(top_srcdir)/src/transport/tcp/wire.h \
-                 $(top_srcdir)/src/core/core.h $(top_srcdir)/src/core/device.h $(FUZZ_HDRS)
+                 $(top_srcdir)/src/transport/transport.h $(top_srcdir)/src/util/netdev.h $(top_srcdir)/src/util/config.h $(FUZZ_HDRS)
 FUZZ_BINS = $(FUZZ_TARGETS:%=tests/fuzz/fuzz_%)
 
 EXTRA_DIST += tests/fuzz/fuzz_common.h tests/fuzz/fuzz_handle.c tests/fuzz/fuzz_wire_hello.c \
@@ -20,10 +20,10 @@ EXTRA_DIST += tests/fuzz/fuzz_common.h tests/fuzz/fuzz_handle.c tests/fuzz/fuzz_
               tests/fuzz/fuzz_ifmatch.c tests/fuzz/fuzz_pieces.c tests/fuzz/gen_seeds.c tests/fuzz/run-fuzz.sh
 CLEANFILES += $(FUZZ_BINS) tests/fuzz/gen_seeds
 
-tests/fuzz/fuzz_handle: $(top_srcdir)/tests/fuzz/fuzz_handle.c $(top_srcdir)/src/core/handle.c \
-                        $(top_srcdir)/src/core/handle.h $(FUZZ_HDRS)
+tests/fuzz/fuzz_handle: $(top_srcdir)/tests/fuzz/fuzz_handle.c $(top_srcdir)/src/transport/tcp/handle.c \
+                        $(top_srcdir)/src/transport/tcp/handle.h $(FUZZ_HDRS)
 	@mkdir -p tests/fuzz
-	$(AM_V_CC)$(CLANG) $(FUZZ_CFLAGS) -o $@ $(top_srcdir)/tests/fuzz/fuzz_handle.c $(top_srcdir)/src/core/handle.c
+	$(AM_V_CC)$(CLANG) $(FUZZ_CFLAGS) -o $@ $(top_srcdir)/tests/fuzz/fuzz_handle.c $(top_srcdir)/src/transport/tcp/handle.c
 tests/fuzz/fuzz_wire_hello: $(top_srcdir)/tests/fuzz/fuzz_wire_hello.c $(FUZZ_WIRE_DEPS)
 	@mkdir -p tests/fuzz
 	$(AM_V_CC)$(CLANG) $(FUZZ_CFLAGS) -o $@ $(top_srcdir)/tests/fuzz/fuzz_wire_hello.c $(top_srcdir)/src/transport/tcp/wire.c
@@ -44,10 +44,10 @@ tests/fuzz/fuzz_ifmatch: $(top_srcdir)/tests/fuzz/fuzz_ifmatch.c $(top_srcdir)/s
                          $(top_srcdir)/src/util/ifmatch.h $(FUZZ_HDRS)
 	@mkdir -p tests/fuzz
 	$(AM_V_CC)$(CLANG) $(FUZZ_CFLAGS) -o $@ $(top_srcdir)/tests/fuzz/fuzz_ifmatch.c $(top_srcdir)/src/util/ifmatch.c
-tests/fuzz/gen_seeds: $(top_srcdir)/tests/fuzz/gen_seeds.c $(top_srcdir)/src/core/handle.c $(FUZZ_WIRE_DEPS)
+tests/fuzz/gen_seeds: $(top_srcdir)/tests/fuzz/gen_seeds.c $(top_srcdir)/src/transport/tcp/handle.c $(FUZZ_WIRE_DEPS)
 	@mkdir -p tests/fuzz
 	$(AM_V_CC)$(CLANG) -O1 -include $(top_builddir)/config.h -I$(top_srcdir)/include -I$(top_srcdir)/src \
-	  -o $@ $(top_srcdir)/tests/fuzz/gen_seeds.c $(top_srcdir)/src/core/handle.c
+	  -o $@ $(top_srcdir)/tests/fuzz/gen_seeds.c $(top_srcdir)/src/transport/tcp/handle.c
 
 fuzz: $(FUZZ_BINS) tests/fuzz/gen_seeds
 	@rm -rf tests/fuzz/work/seeds && mkdir -p tests/fuzz/work && tests/fuzz/gen_seeds tests/fuzz/work/seeds

@@ -8,7 +8,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 
-#include "core/handle.h"
+#include "transport/tcp/handle.h"
 #include "lv.h"
 
 /* The connector is stepped a few times, then not for 1.5 x

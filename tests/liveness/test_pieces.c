@@ -19,7 +19,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
-#include "core/handle.h"
+#include "transport/tcp/handle.h"
 #include "transport/tcp/wire.h"
 #include "lv.h"
 

@@ -15,10 +15,10 @@ EXTRA_DIST += tests/topo/xml/README.md tests/topo/xml/COPYING.hwloc \
 	tests/topo/xml/96em64t-4n4d3ca2co-pci.xml tests/topo/xml/nvidiaDGX2.xml
 
 tests_topo_test_plan_SOURCES = tests/topo/test_plan.c tests/topo/topo_test.h
-tests_topo_test_plan_LDADD = libcollx-core.la $(HWLOC_LDFLAGS) $(HWLOC_LIBS)
+tests_topo_test_plan_LDADD = libcollx-topo.la $(HWLOC_LDFLAGS) $(HWLOC_LIBS)
 
 tests_topo_test_bind_SOURCES = tests/topo/test_bind.c tests/topo/topo_test.h
-tests_topo_test_bind_LDADD = libcollx-core.la $(HWLOC_LDFLAGS) $(HWLOC_LIBS) -lpthread
+tests_topo_test_bind_LDADD = libcollx-topo.la $(HWLOC_LDFLAGS) $(HWLOC_LIBS) -lpthread
 
 tests_topo_collx_topo_dump_SOURCES = tests/topo/collx-topo-dump.c
-tests_topo_collx_topo_dump_LDADD = libcollx-core.la $(HWLOC_LDFLAGS) $(HWLOC_LIBS)
+tests_topo_collx_topo_dump_LDADD = libcollx-topo.la $(HWLOC_LDFLAGS) $(HWLOC_LIBS)

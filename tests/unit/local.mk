@@ -1,21 +1,22 @@
 # Unit tests: plain programs that exit 0 on success and print one line per
 # failed check; test_devices.sh drives collx-info from the build directory.
+# Each links the lowest layer library that holds what it tests.
 check_PROGRAMS += tests/unit/test_ifmatch tests/unit/test_params
 TESTS += tests/unit/test_ifmatch tests/unit/test_params tests/unit/test_devices.sh
 EXTRA_DIST += tests/unit/test_devices.sh
 
 tests_unit_test_ifmatch_SOURCES = tests/unit/test_ifmatch.c
-tests_unit_test_ifmatch_LDADD = libcollx-core.la
+tests_unit_test_ifmatch_LDADD = libcollx-util.la
 
 tests_unit_test_params_SOURCES = tests/unit/test_params.c
-tests_unit_test_params_LDADD = libcollx-core.la
+tests_unit_test_params_LDADD = libcollx-util.la
 
 check_PROGRAMS += tests/unit/test_handle tests/unit/test_stripe
 TESTS += tests/unit/test_handle tests/unit/test_stripe
 tests_unit_test_handle_SOURCES = tests/unit/test_handle.c
-tests_unit_test_handle_LDADD = libcollx-core.la
+tests_unit_test_handle_LDADD = libcollx-tcp.la
 tests_unit_test_stripe_SOURCES = tests/unit/test_stripe.c
-tests_unit_test_stripe_LDADD = libcollx-core.la
+tests_unit_test_stripe_LDADD = libcollx-tcp.la
 TESTS += tests/unit/test_exports.sh
 EXTRA_DIST += tests/unit/test_exports.sh
 
@@ -34,13 +35,13 @@ tests_unit_test_tuner_plugin_LDADD = -ldl
 check_PROGRAMS += tests/unit/test_nstreams
 TESTS += tests/unit/test_nstreams
 tests_unit_test_nstreams_SOURCES = tests/unit/test_nstreams.c
-tests_unit_test_nstreams_LDADD = libcollx-core.la
+tests_unit_test_nstreams_LDADD = libcollx-topo.la
 
 # test_sock: a connect that lands on itself counts as refused.
 check_PROGRAMS += tests/unit/test_sock
 TESTS += tests/unit/test_sock
 tests_unit_test_sock_SOURCES = tests/unit/test_sock.c
-tests_unit_test_sock_LDADD = libcollx-core.la
+tests_unit_test_sock_LDADD = libcollx-tcp.la
 EXTRA_DIST += tests/common/check.h
 
 # test_timeline: the message timeline that -DCOLLX_TIMELINE builds record
@@ -54,7 +55,7 @@ tests_unit_test_timeline_CPPFLAGS = $(AM_CPPFLAGS) -DCOLLX_TIMELINE
 check_PROGRAMS += tests/unit/test_peer_finished
 TESTS += tests/unit/test_peer_finished
 tests_unit_test_peer_finished_SOURCES = tests/unit/test_peer_finished.c
-tests_unit_test_peer_finished_LDADD = libcollx-core.la
+tests_unit_test_peer_finished_LDADD = libcollx-tcp.la
 
 # test_context: per-communicator contexts (ncclNet v11/v12) over loopback:
 # the traffic class on both ends' sockets, the stream count from
@@ -84,7 +85,7 @@ tests_unit_test_vdevice_live_LDADD = -ldl
 check_PROGRAMS += tests/unit/test_pieces
 TESTS += tests/unit/test_pieces
 tests_unit_test_pieces_SOURCES = tests/unit/test_pieces.c
-tests_unit_test_pieces_LDADD = libcollx-core.la
+tests_unit_test_pieces_LDADD = libcollx-tcp.la
 
 # test_match: the matching rules (the sender's cursor over CTS records, the
 # early log, where the receiver puts an early message, held CTS records) on
@@ -92,4 +93,9 @@ tests_unit_test_pieces_LDADD = libcollx-core.la
 check_PROGRAMS += tests/unit/test_match
 TESTS += tests/unit/test_match
 tests_unit_test_match_SOURCES = tests/unit/test_match.c
-tests_unit_test_match_LDADD = libcollx-core.la
+tests_unit_test_match_LDADD = libcollx-tcp.la
+
+# test_layers.sh: no file includes a header of a layer above its own, and
+# core includes no transport's internals (the link half is src/layers.mk).
+TESTS += tests/unit/test_layers.sh
+EXTRA_DIST += tests/unit/test_layers.sh

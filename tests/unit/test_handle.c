@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/handle.h"
+#include "transport/tcp/handle.h"
 #include "../common/check.h"
 
 static void test_ipv4_round_trip(void) {

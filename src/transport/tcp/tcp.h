@@ -1,6 +1,6 @@
 /*
- * The TCP transport: connection setup and the striped data path.  The core
- * (src/core/comm.c) validates arguments and dispatches here.
+ * The TCP transport: connection setup and the striped data path.  Core
+ * reaches it only through the table in ops.c (src/transport/transport.h).
  */
 #ifndef COLLX_TCP_TCP_H
 #define COLLX_TCP_TCP_H
@@ -8,20 +8,20 @@
 #include <stddef.h>
 
 #include "collx/net_abi.h"
-#include "core/device.h"
-#include "core/handle.h"
+#include "handle.h"
+#include "transport/transport.h"
+#include "util/config.h"
+#include "util/netdev.h"
 
 struct tcp_listen;
 struct tcp_comm;
 struct tcp_req;
 
-/* Settings the transport reads once at init. */
-struct tcp_config {
-  size_t max_piece;   /* COLLX_CHUNK_SIZE */
-  int connect_timeout_s;
-  int timeout_s;      /* COLLX_TIMEOUT: silent peer declared dead (0: never) */
-};
-void tcp_configure(const struct tcp_config *cfg);
+/* The settings, stored once by the transport's init (ops.c): every file
+ * of the transport reads them here. */
+extern struct collx_config tcp_cfg;
+/* The data-path files keep their own copies of a few settings: init
+ * hands them these values from tcp_cfg through the setters below. */
 /* COLLX_SPIN_US: how long stream threads poll after data before sleeping. */
 void tcp_set_spin_us(int us);
 /* COLLX_INLINE_RECV: test() reads arrived data itself. */
@@ -34,24 +34,17 @@ void tcp_set_eager_size(size_t bytes);
 void tcp_set_caller_progress(int on);
 int tcp_caller_progress(void);
 
-/* Per-connection settings of a listen or connect. */
-struct tcp_conn_opts {
-  int nstreams;      /* streams the connector proposes; 0: the device's (collx_device.streams) */
-  int tclass;        /* IP_TOS / IPV6_TCLASS of every socket; -1: the kernel's default */
-  const void *owner; /* who a half-made connect belongs to (tcp_connect_forget) */
-};
-
 /* opts may be NULL (defaults); its tclass applies to the listening
  * sockets and to every socket accepted from them. */
 ncclResult_t tcp_listen(const struct collx_device *dev, int dev_index, struct collx_handle *h,
-                        const struct tcp_conn_opts *opts, struct tcp_listen **out);
+                        const struct collx_conn_opts *opts, struct tcp_listen **out);
 ncclResult_t tcp_accept(struct tcp_listen *l, struct tcp_comm **out);
 void tcp_listen_close(struct tcp_listen *l);
 
 /* One step of a non-blocking connect; *out stays NULL until connected.
  * opts (may be NULL) is read on the first call for a handle. */
 ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, struct collx_handle *h,
-                         const struct tcp_conn_opts *opts, struct tcp_comm **out);
+                         const struct collx_conn_opts *opts, struct tcp_comm **out);
 /* Drop the half-made connects of `owner` (their sockets are closed);
  * returns how many there were. */
 int tcp_connect_forget(const void *owner);

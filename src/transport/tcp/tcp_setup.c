@@ -33,48 +33,20 @@
  * setup deadline passed, or a flood of other clients pushed it out). */
 #define TCP_CONNECT_RESTARTS 10
 
-static struct tcp_config config = {.max_piece = 512 * 1024, .connect_timeout_s = 5, .timeout_s = 30};
-
-void tcp_configure(const struct tcp_config *cfg) {
-  config = *cfg;
-  tcp_ctrl_set_timeout(cfg->timeout_s);
-}
-
-
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* The WELCOME's addresses use the handle's packing (handle.c). */
 static void addr_to_wire(const struct sockaddr_storage *ss, struct wire_addr *w) {
   memset(w, 0, sizeof *w);
-  w->family = ss->ss_family;
-  w->port = (uint16_t)sock_port(ss);
-  if (ss->ss_family == AF_INET6) {
-    const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
-    memcpy(w->addr, &a->sin6_addr, 16);
-    w->scope_id = a->sin6_scope_id;
-  } else {
-    memcpy(w->addr, &((const struct sockaddr_in *)ss)->sin_addr, 4);
-  }
+  tcp_addr_pack(ss, &w->family, &w->port, &w->scope_id, w->addr);
 }
 
 static int wire_to_addr(const struct wire_addr *w, struct sockaddr_storage *ss) {
-  memset(ss, 0, sizeof *ss);
-  if (w->family == AF_INET6) {
-    struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
-    a->sin6_family = AF_INET6;
-    memcpy(&a->sin6_addr, w->addr, 16);
-    a->sin6_scope_id = w->scope_id;
-  } else if (w->family == AF_INET) {
-    struct sockaddr_in *a = (struct sockaddr_in *)ss;
-    a->sin_family = AF_INET;
-    memcpy(&a->sin_addr, w->addr, 4);
-  } else {
-    return -1;
-  }
-  sock_set_port(ss, w->port);
+  if (tcp_addr_unpack(w->family, w->port, w->scope_id, w->addr, ss) != 0) return -1;
   return w->port ? 0 : -1;
 }
 
@@ -120,7 +92,7 @@ struct tcp_listen {
 int tcp_is_listen(const void *p) { return p && ((const struct tcp_listen *)p)->magic == TCP_MAGIC_LISTEN; }
 
 ncclResult_t tcp_listen(const struct collx_device *dev, int dev_index, struct collx_handle *h,
-                        const struct tcp_conn_opts *opts, struct tcp_listen **out) {
+                        const struct collx_conn_opts *opts, struct tcp_listen **out) {
   struct tcp_listen *l = calloc(1, sizeof *l);
   if (!l) return ncclSystemError;
   l->magic = TCP_MAGIC_LISTEN;
@@ -212,7 +184,7 @@ static void accept_new(struct tcp_listen *l) {
       struct pending *p = &l->pending[l->npending++];
       memset(p, 0, sizeof *p);
       p->fd = fd;
-      p->deadline = now_s() + config.connect_timeout_s;
+      p->deadline = now_s() + tcp_cfg.connect_timeout_s;
       collx_addr_str((struct sockaddr *)&from, p->peer, sizeof p->peer);
     }
   }
@@ -237,7 +209,7 @@ static const char *start_incoming(struct tcp_listen *l, struct pending *p) {
   in->ctrl_fd = p->fd;
   in->nstreams = p->hello.nstreams < 1 ? 1 : p->hello.nstreams > TCP_MAX_STREAMS ? TCP_MAX_STREAMS : p->hello.nstreams;
   for (int i = 0; i < TCP_MAX_STREAMS; i++) in->fds[i] = -1;
-  in->deadline = now_s() + config.connect_timeout_s;
+  in->deadline = now_s() + tcp_cfg.connect_timeout_s;
   snprintf(in->peer, sizeof in->peer, "%s", p->peer);
   in->welcome.magic = WIRE_MAGIC;
   in->welcome.version = WIRE_VERSION;
@@ -328,7 +300,7 @@ ncclResult_t tcp_accept(struct tcp_listen *l, struct tcp_comm **out) {
       return ncclSuccess;
     }
     ncclResult_t res = tcp_comm_start(0, l->dev, l->devname, in->peer, in->ctrl_fd, in->nstreams,
-                                      in->fds, config.max_piece, out);
+                                      in->fds, tcp_cfg.chunk_size, out);
     if (res == ncclSuccess)
       COLLX_INFO(COLLX_LOG_NET | COLLX_LOG_INIT, "accepted connection from %s on %s with %d streams",
                  in->peer, l->devname, in->nstreams);
@@ -360,7 +332,7 @@ enum conn_stage { STAGE_CTRL_CONNECT, STAGE_CTRL_HELLO, STAGE_WELCOME, STAGE_STR
 
 struct tcp_connecting {
   struct collx_handle *handle; /* the handle memory this state belongs to */
-  const void *owner;           /* tcp_conn_opts.owner */
+  const void *owner;           /* collx_conn_opts.owner */
   int tclass;
   struct collx_list node;      /* in the registry */
   double last_call;            /* when connect last stepped it (registry_lock) */
@@ -422,7 +394,7 @@ void tcp_connect_reap(void) {
   double t = now_s();
   if (t - atomic_load(&last_sweep) < 0.1) return;
   atomic_store(&last_sweep, t);
-  double idle_max = 2.0 * config.connect_timeout_s;
+  double idle_max = 2.0 * tcp_cfg.connect_timeout_s;
   struct collx_list *pos, *tmp;
   pthread_mutex_lock(&registry_lock);
   collx_list_for_each_safe(pos, tmp, &registry) {
@@ -448,7 +420,7 @@ static void connecting_free(struct tcp_connecting *c, int close_fds_too) {
 
 /* default_streams: the device's count from the placement plan, used when
  * opts names none. */
-static struct tcp_connecting *connecting_new(struct collx_handle *h, const struct tcp_conn_opts *opts,
+static struct tcp_connecting *connecting_new(struct collx_handle *h, const struct collx_conn_opts *opts,
                                              int default_streams, const char **why, int *sys_err) {
   struct tcp_connecting *c = calloc(1, sizeof *c);
   if (!c) {
@@ -512,7 +484,7 @@ static ncclResult_t listener_dropped(const struct collx_device *dev, struct tcp_
   if (err == ETIMEDOUT) { /* the listener's host acknowledges nothing: no use starting over */
     COLLX_WARN("connect to %s on device %s: the listener's host acknowledged nothing for %d s "
                "(COLLX_CONNECT_TIMEOUT) during setup; did it die or lose its network?", c->peer_str, dev->name,
-               config.connect_timeout_s);
+               tcp_cfg.connect_timeout_s);
     return ncclRemoteError;
   }
   if (c->restarts < TCP_CONNECT_RESTARTS && collx_random64(&id) == 0) {
@@ -548,7 +520,7 @@ static ncclResult_t stage_ctrl_connect(const struct collx_device *dev, struct tc
                                        m ? (struct sockaddr *)&from : NULL, m ? sock_len(&from) : 0,
                                        c->tclass);
     if (c->ctrl_fd < 0) goto failed;
-    sock_ack_deadline(c->ctrl_fd, config.connect_timeout_s);
+    sock_ack_deadline(c->ctrl_fd, tcp_cfg.connect_timeout_s);
   }
   int r = step_connect(&c->ctrl_fd);
   if (r == 0) return ncclSuccess;
@@ -566,7 +538,7 @@ failed:
   if (errno == ETIMEDOUT) {
     COLLX_WARN("connect to %s on device %s failed: no answer from that host in 2 x %d s "
                "(COLLX_CONNECT_TIMEOUT); is it alive and reachable, or is a firewall dropping the port?",
-               c->peer_str, dev->name, config.connect_timeout_s);
+               c->peer_str, dev->name, tcp_cfg.connect_timeout_s);
     return ncclRemoteError;
   }
   COLLX_WARN("connect to %s on device %s failed: %s", c->peer_str, dev->name, strerror(errno));
@@ -653,8 +625,8 @@ static int stream_step(const struct collx_device *dev, struct tcp_connecting *c,
      * the slowest (caller progress split 1 and 3 Gb/s NICs 50/50 at half
      * their sum; bench/NOTES.md).  With at most two pieces unsent per
      * socket, a piece goes to whichever member has drained its last. */
-    if (dev->nmembers > 1) sock_limit_unsent(c->fds[i], 2 * config.max_piece);
-    sock_ack_deadline(c->fds[i], config.connect_timeout_s);
+    if (dev->nmembers > 1) sock_limit_unsent(c->fds[i], 2 * tcp_cfg.chunk_size);
+    sock_ack_deadline(c->fds[i], tcp_cfg.connect_timeout_s);
     c->shello[i] = (struct wire_hello){.magic = WIRE_MAGIC, .version = WIRE_VERSION,
                                        .kind = WIRE_HELLO_DATA, .index = (uint16_t)i,
                                        .secret = c->secret, .conn_id = c->conn_id};
@@ -702,7 +674,7 @@ int tcp_connect_forget(const void *owner) {
 }
 
 ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, struct collx_handle *h,
-                         const struct tcp_conn_opts *opts, struct tcp_comm **out) {
+                         const struct collx_conn_opts *opts, struct tcp_comm **out) {
   *out = NULL;
   tcp_connect_reap();
   struct tcp_connecting *c = registry_find(h);
@@ -736,7 +708,7 @@ ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, struct c
       sock_ack_deadline_off(c->ctrl_fd);
       for (int i = 0; i < c->nstreams; i++) sock_ack_deadline_off(c->fds[i]);
       res = tcp_comm_start(1, dev_index, dev->name, c->peer_str, c->ctrl_fd, c->nstreams, c->fds,
-                           config.max_piece, out);
+                           tcp_cfg.chunk_size, out);
       if (res == ncclSuccess)
         COLLX_INFO(COLLX_LOG_NET | COLLX_LOG_INIT, "connected to %s on %s with %d streams",
                    c->peer_str, dev->name, c->nstreams);

@@ -34,8 +34,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "core/core.h"
-#include "core/device.h"
+#include "transport/transport.h"
+#include "util/netdev.h"
 
 #define WIRE_MAGIC 0x7863u /* "cx" */
 #define WIRE_VERSION 4

@@ -6,23 +6,51 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+void tcp_addr_pack(const struct sockaddr_storage *ss, uint16_t *family, uint16_t *port,
+                   uint32_t *scope_id, uint8_t addr[16]) {
+  memset(addr, 0, 16);
+  *family = ss->ss_family;
+  *scope_id = 0;
+  if (ss->ss_family == AF_INET6) {
+    const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+    memcpy(addr, &a->sin6_addr, 16);
+    *scope_id = a->sin6_scope_id;
+    *port = ntohs(a->sin6_port);
+  } else {
+    const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+    memcpy(addr, &a->sin_addr, 4);
+    *port = ntohs(a->sin_port);
+  }
+}
+
+int tcp_addr_unpack(uint16_t family, uint16_t port, uint32_t scope_id, const uint8_t addr[16],
+                    struct sockaddr_storage *ss) {
+  memset(ss, 0, sizeof *ss);
+  if (family == AF_INET) {
+    struct sockaddr_in *a = (struct sockaddr_in *)ss;
+    a->sin_family = AF_INET;
+    memcpy(&a->sin_addr, addr, 4);
+    a->sin_port = htons(port);
+    return 0;
+  }
+  if (family == AF_INET6) {
+    struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+    a->sin6_family = AF_INET6;
+    memcpy(&a->sin6_addr, addr, 16);
+    a->sin6_scope_id = scope_id;
+    a->sin6_port = htons(port);
+    return 0;
+  }
+  return -1;
+}
+
 void collx_handle_encode(struct collx_handle *h, const struct sockaddr_storage *addr,
                          uint64_t secret) {
   memset(h, 0, sizeof *h);
   h->magic = COLLX_HANDLE_MAGIC;
   h->version = COLLX_HANDLE_VERSION;
-  h->family = addr->ss_family;
   h->secret = secret;
-  if (addr->ss_family == AF_INET6) {
-    const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)addr;
-    memcpy(h->addr, &a->sin6_addr, 16);
-    h->scope_id = a->sin6_scope_id;
-    h->port = ntohs(a->sin6_port);
-  } else {
-    const struct sockaddr_in *a = (const struct sockaddr_in *)addr;
-    memcpy(h->addr, &a->sin_addr, 4);
-    h->port = ntohs(a->sin_port);
-  }
+  tcp_addr_pack(addr, &h->family, &h->port, &h->scope_id, h->addr);
 }
 
 int collx_handle_decode(const struct collx_handle *h, struct sockaddr_storage *addr,
@@ -39,19 +67,7 @@ int collx_handle_decode(const struct collx_handle *h, struct sockaddr_storage *a
     *why = "handle carries port 0";
     return -1;
   }
-  memset(addr, 0, sizeof *addr);
-  if (h->family == AF_INET) {
-    struct sockaddr_in *a = (struct sockaddr_in *)addr;
-    a->sin_family = AF_INET;
-    memcpy(&a->sin_addr, h->addr, 4);
-    a->sin_port = htons(h->port);
-  } else if (h->family == AF_INET6) {
-    struct sockaddr_in6 *a = (struct sockaddr_in6 *)addr;
-    a->sin6_family = AF_INET6;
-    memcpy(&a->sin6_addr, h->addr, 16);
-    a->sin6_scope_id = h->scope_id;
-    a->sin6_port = htons(h->port);
-  } else {
+  if (tcp_addr_unpack(h->family, h->port, h->scope_id, h->addr, addr) != 0) {
     *why = "handle carries an unknown address family";
     return -1;
   }

@@ -7,9 +7,13 @@
  * completes; the connector keeps a reference to its in-progress state in
  * `connect_state` (zero in a fresh handle), so connect needs no other table
  * lookup by address.
+ *
+ * The handle is TCP's: core passes it as NCCL_NET_HANDLE_MAXSIZE opaque
+ * bytes.  The address codec below is shared with the WELCOME record
+ * (wire_addr), so a socket address has one packed form in the transport.
  */
-#ifndef COLLX_CORE_HANDLE_H
-#define COLLX_CORE_HANDLE_H
+#ifndef COLLX_TCP_HANDLE_H
+#define COLLX_TCP_HANDLE_H
 
 #include <stdint.h>
 #include <sys/socket.h>
@@ -34,6 +38,14 @@ struct collx_handle {
 
 _Static_assert(sizeof(struct collx_handle) <= NCCL_NET_HANDLE_MAXSIZE, "handle too large");
 _Static_assert(sizeof(struct collx_handle) == 128, "handle layout");
+
+/* A socket address as the handle and the WELCOME carry it: family, port
+ * (host order), IPv6 scope, and 16 address bytes (IPv4 uses the first 4). */
+void tcp_addr_pack(const struct sockaddr_storage *ss, uint16_t *family, uint16_t *port,
+                   uint32_t *scope_id, uint8_t addr[16]);
+/* The reverse; -1 for a family other than AF_INET / AF_INET6. */
+int tcp_addr_unpack(uint16_t family, uint16_t port, uint32_t scope_id, const uint8_t addr[16],
+                    struct sockaddr_storage *ss);
 
 /* Fill a handle for a listener bound at `addr`. */
 void collx_handle_encode(struct collx_handle *h, const struct sockaddr_storage *addr,

@@ -1,0 +1,19 @@
+# The TCP transport (libcollx-tcp.la, over topo and util): its table of
+# operations for core (ops.c, src/transport/transport.h), the handle codec,
+# connection setup, the data path, the control channel and watchdog, the
+# wire format.  Core links it only through libcollx-core.la.
+libcollx_tcp_la_SOURCES = \
+	src/transport/transport.h \
+	src/transport/tcp/ops.c \
+	src/transport/tcp/handle.c src/transport/tcp/handle.h \
+	src/transport/tcp/tcp.h src/transport/tcp/tcp_internal.h \
+	src/transport/tcp/wire.c src/transport/tcp/wire.h \
+	src/transport/tcp/tcp_setup.c \
+	src/transport/tcp/tcp_data.c \
+	src/transport/tcp/tcp_ctrl.c \
+	src/transport/tcp/tcp_eager.c \
+	src/transport/tcp/match.c src/transport/tcp/match.h \
+	src/transport/tcp/sock.c src/transport/tcp/sock.h \
+	src/transport/tcp/stripe.c src/transport/tcp/stripe.h \
+	src/transport/tcp/pieces.c src/transport/tcp/pieces.h
+libcollx_tcp_la_LIBADD = libcollx-topo.la

@@ -1,0 +1,83 @@
+/*
+ * The TCP transport's table of operations (src/transport/transport.h):
+ * thin adapters from core's opaque pointers to tcp.h's functions.  Core has
+ * already checked every argument, the kind of every object included.
+ */
+#include <stdatomic.h>
+
+#include "tcp_internal.h"
+#include "util/log.h"
+
+struct collx_config tcp_cfg;
+
+/* The data-path files read a few settings from globals of their own:
+ * their setters take the values from tcp_cfg here, once. */
+static ncclResult_t ops_init(const struct collx_config *cfg) {
+  tcp_cfg = *cfg;
+  tcp_ctrl_set_timeout(cfg->timeout_s);
+  tcp_set_spin_us(cfg->spin_us);
+  tcp_set_inline_recv(cfg->inline_recv);
+  tcp_set_eager_size(cfg->eager_size);
+  tcp_set_caller_progress(cfg->progress == COLLX_PROGRESS_CALLER);
+  return ncclSuccess;
+}
+
+static ncclResult_t ops_listen(const struct collx_device *dev, int dev_index, void *handle,
+                               const struct collx_conn_opts *opts, void **listen_comm) {
+  return tcp_listen(dev, dev_index, handle, opts, (struct tcp_listen **)listen_comm);
+}
+
+static ncclResult_t ops_accept(void *listen_comm, void **recv_comm) {
+  return tcp_accept(listen_comm, (struct tcp_comm **)recv_comm);
+}
+
+static ncclResult_t ops_connect(const struct collx_device *dev, int dev_index, void *handle,
+                                const struct collx_conn_opts *opts, void **send_comm) {
+  return tcp_connect(dev, dev_index, handle, opts, (struct tcp_comm **)send_comm);
+}
+
+static ncclResult_t ops_isend(void *send_comm, void *data, size_t size, int tag, void **request) {
+  return tcp_isend(send_comm, data, size, tag, (struct tcp_req **)request);
+}
+
+static ncclResult_t ops_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
+                              const int *tags, void **request) {
+  return tcp_irecv(recv_comm, n, data, sizes, tags, (struct tcp_req **)request);
+}
+
+static ncclResult_t ops_test(void *request, int *done, size_t *sizes) {
+  return tcp_test(request, done, sizes);
+}
+
+static void ops_close_comm(void *comm) { tcp_comm_close(comm); }
+static void ops_close_listen(void *listen_comm) { tcp_listen_close(listen_comm); }
+
+static enum collx_obj_kind ops_kind(const void *p) {
+  if (tcp_is_send_comm(p)) return COLLX_OBJ_SEND;
+  if (tcp_is_recv_comm(p)) return COLLX_OBJ_RECV;
+  if (tcp_is_listen(p)) return COLLX_OBJ_LISTEN;
+  if (tcp_is_req(p)) return COLLX_OBJ_REQ;
+  return COLLX_OBJ_NONE;
+}
+
+static int ops_comm_dev(const void *comm) { return ((const struct tcp_comm *)comm)->dev; }
+static int ops_live_threads(void) { return atomic_load(&tcp_live_threads); }
+
+const struct collx_transport collx_tcp_transport = {
+    .name = "tcp",
+    .init = ops_init,
+    .listen = ops_listen,
+    .accept = ops_accept,
+    .connect = ops_connect,
+    .connect_forget = tcp_connect_forget,
+    .isend = ops_isend,
+    .irecv = ops_irecv,
+    .test = ops_test,
+    .close_send = ops_close_comm,
+    .close_recv = ops_close_comm,
+    .close_listen = ops_close_listen,
+    .kind = ops_kind,
+    .comm_dev = ops_comm_dev,
+    .live_threads = ops_live_threads,
+    .caller_progress = tcp_caller_progress,
+};

@@ -1,0 +1,42 @@
+#include "util/config.h"
+
+#include <sched.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/log.h"
+#include "util/params.h"
+
+/* COLLX_PROGRESS: auto picks caller on small hosts: NCCL's proxy thread
+ * already spins on a core in test(), and stream threads beside it only add
+ * wake-ups and context switches (bench/NOTES.md, CPU machine). */
+static enum collx_progress progress_resolve(const char *mode) {
+  if (!strcmp(mode, "caller")) return COLLX_PROGRESS_CALLER;
+  if (!strcmp(mode, "threads")) return COLLX_PROGRESS_THREADS;
+  if (*mode && strcmp(mode, "auto"))
+    COLLX_WARN("COLLX_PROGRESS=%s is not threads, caller or auto; using auto", mode);
+  cpu_set_t set;
+  int ncpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                          : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  return ncpus < 4 ? COLLX_PROGRESS_CALLER : COLLX_PROGRESS_THREADS;
+}
+
+/* Bounds and defaults are params.def's: collx_param_int clamps, so every
+ * value below is already in range. */
+void collx_config_load(struct collx_config *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->chunk_size = (size_t)collx_param_int(COLLX_P_CHUNK_SIZE);
+  cfg->eager_size = (size_t)collx_param_int(COLLX_P_EAGER_SIZE);
+  cfg->spin_us = (int)collx_param_int(COLLX_P_SPIN_US);
+  cfg->inline_recv = collx_param_int(COLLX_P_INLINE_RECV) != 0;
+  cfg->progress_setting = collx_param_str(COLLX_P_PROGRESS);
+  cfg->progress = progress_resolve(cfg->progress_setting);
+  cfg->timeout_s = (int)collx_param_int(COLLX_P_TIMEOUT);
+  cfg->connect_timeout_s = (int)collx_param_int(COLLX_P_CONNECT_TIMEOUT);
+  cfg->nstreams = (int)collx_param_int(COLLX_P_NSTREAMS);
+  cfg->local_ranks = (int)collx_param_int(COLLX_P_LOCAL_RANKS);
+}
+
+const char *collx_progress_name(enum collx_progress p) {
+  return p == COLLX_PROGRESS_CALLER ? "caller" : "threads";
+}
