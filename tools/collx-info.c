@@ -277,7 +277,7 @@ static int run_plan(const struct options *o) {
     return 1;
   }
   print_plan_and_matrix(o, p, &m);
-  if (!o->json && collx_caller_progress())
+  if (!o->json && collx_settings()->progress == COLLX_PROGRESS_CALLER)
     printf("\nprogress  no stream threads: the caller of isend/irecv/test does the socket I/O\n"
            "          (COLLX_PROGRESS=%s); the thread CPUs above apply with COLLX_PROGRESS=threads\n",
            collx_settings()->progress_setting);

@@ -34,7 +34,6 @@ void collx_config_load(struct collx_config *cfg) {
   cfg->timeout_s = (int)collx_param_int(COLLX_P_TIMEOUT);
   cfg->connect_timeout_s = (int)collx_param_int(COLLX_P_CONNECT_TIMEOUT);
   cfg->nstreams = (int)collx_param_int(COLLX_P_NSTREAMS);
-  cfg->local_ranks = (int)collx_param_int(COLLX_P_LOCAL_RANKS);
 }
 
 const char *collx_progress_name(enum collx_progress p) {

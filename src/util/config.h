@@ -5,6 +5,12 @@
  * COLLX_PROGRESS=auto.  Core fills one at init and hands it to the
  * transport's init; it lives in util so that a transport can read it
  * without including core.
+ *
+ * Placement (COLLX_CPU_AFFINITY, COLLX_MERGE, COLLX_LOCAL_RANKS), interface
+ * discovery (COLLX_IFNAME, COLLX_SOCKET_FAMILY, COLLX_SPEED_MBPS), ids and
+ * the tuner read their settings in their own one reader each
+ * (collx_plan_settings_from_env, device.c's read_filter, ...): those run
+ * before init too, for collx-info and the topology tests.
  */
 #ifndef COLLX_UTIL_CONFIG_H
 #define COLLX_UTIL_CONFIG_H
@@ -26,7 +32,6 @@ struct collx_config {
   int timeout_s;                /* COLLX_TIMEOUT: silent peer declared dead (0: never) */
   int connect_timeout_s;        /* COLLX_CONNECT_TIMEOUT */
   int nstreams;                 /* COLLX_NSTREAMS: 0 lets the placement plan pick */
-  int local_ranks;              /* COLLX_LOCAL_RANKS: 0 reads the launcher's variables */
 };
 
 /* Fill *cfg from the parameter table and the host (CPUs for auto progress). */

@@ -1,5 +1,7 @@
-/* Handle encoding: round trip for IPv4 and IPv6, and rejection of handles
- * that are not collx's (garbage, zeros, wrong version, port 0). */
+/* Handle encoding (the TCP transport's, src/transport/tcp/handle.c): round
+ * trip for IPv4 and IPv6, rejection of handles that are not collx's
+ * (garbage, zeros, wrong version, port 0), and the address packing the
+ * handle shares with the WELCOME record. */
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
@@ -68,6 +70,31 @@ static void test_rejects_bad_handles(void) {
   CHECK(collx_handle_decode(&h, &out, &secret, &why) != 0, "unknown family accepted");
 }
 
+/* The WELCOME carries the listener's addresses in the handle's packing:
+ * what one packs, the other unpacks, IPv6 scope included. */
+static void test_addr_codec_shared(void) {
+  struct sockaddr_storage in = {0}, out;
+  struct sockaddr_in6 *a = (struct sockaddr_in6 *)&in;
+  a->sin6_family = AF_INET6;
+  a->sin6_port = htons(6001);
+  a->sin6_scope_id = 3;
+  inet_pton(AF_INET6, "fe80::42", &a->sin6_addr);
+  uint16_t family, port;
+  uint32_t scope;
+  uint8_t addr[16];
+  tcp_addr_pack(&in, &family, &port, &scope, addr);
+  CHECK(family == AF_INET6 && port == 6001 && scope == 3, "packed family/port/scope wrong");
+  struct collx_handle h;
+  collx_handle_encode(&h, &in, 9);
+  CHECK(h.family == family && h.port == port && h.scope_id == scope && !memcmp(h.addr, addr, 16),
+        "handle and packing disagree");
+  CHECK(tcp_addr_unpack(family, port, scope, addr, &out) == 0, "unpack refused a packed address");
+  const struct sockaddr_in6 *b = (const struct sockaddr_in6 *)&out;
+  CHECK(b->sin6_family == AF_INET6 && ntohs(b->sin6_port) == 6001 && b->sin6_scope_id == 3 &&
+        !memcmp(&b->sin6_addr, &a->sin6_addr, 16), "unpacked address differs");
+  CHECK(tcp_addr_unpack(99, port, scope, addr, &out) != 0, "unknown family unpacked");
+}
+
 static void test_random_secrets_differ(void) {
   uint64_t a = 0, b = 0;
   CHECK(collx_random64(&a) == 0 && collx_random64(&b) == 0, "getrandom failed");
@@ -78,6 +105,7 @@ int main(void) {
   test_ipv4_round_trip();
   test_ipv6_round_trip();
   test_rejects_bad_handles();
+  test_addr_codec_shared();
   test_random_secrets_differ();
   if (failures) printf("%d check(s) failed\n", failures);
   return failures ? 1 : 0;
