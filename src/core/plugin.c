@@ -13,8 +13,8 @@
 #include "core/rail.h"
 #include "core/transports.h"
 #include "topo/topo.h"
-#include "util/log.h"
 #include "util/config.h"
+#include "util/log.h"
 #include "util/params.h"
 
 _Static_assert(sizeof(((struct collx_props *)0)->phys) == COLLX_MAX_VDEV_DEVS * sizeof(int),

@@ -1,6 +1,6 @@
 # Unit tests: plain programs that exit 0 on success and print one line per
 # failed check; test_devices.sh drives collx-info from the build directory.
-# Each links the lowest layer library that holds what it tests.
+# Most link the lowest layer library that holds what they test.
 check_PROGRAMS += tests/unit/test_ifmatch tests/unit/test_params
 TESTS += tests/unit/test_ifmatch tests/unit/test_params tests/unit/test_devices.sh
 EXTRA_DIST += tests/unit/test_devices.sh
@@ -85,7 +85,7 @@ tests_unit_test_vdevice_live_LDADD = -ldl
 check_PROGRAMS += tests/unit/test_pieces
 TESTS += tests/unit/test_pieces
 tests_unit_test_pieces_SOURCES = tests/unit/test_pieces.c
-tests_unit_test_pieces_LDADD = libcollx-tcp.la
+tests_unit_test_pieces_LDADD = libcollx-core.la
 
 # test_match: the matching rules (the sender's cursor over CTS records, the
 # early log, where the receiver puts an early message, held CTS records) on
