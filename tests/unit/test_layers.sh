@@ -7,6 +7,10 @@
 # checks in src/layers.mk catch the calls an include check cannot see.
 src="${srcdir:-.}/src"
 fail=0
+if [ -z "$(find "$src" -name '*.c' 2>/dev/null | head -n 1)" ]; then
+  echo "FAIL: no C sources under $src (srcdir=${srcdir:-unset})"
+  exit 1
+fi
 
 rank() {
   case "$1" in
