@@ -12,3 +12,4 @@ include tests/fuzz/local.mk
 include tests/soak/local.mk
 include tests/netbed/local.mk
 include tests/liveness/local.mk
+include tests/scale/local.mk

@@ -12,6 +12,7 @@ static void usage(FILE *f) {
 "  collx-perf HOST [options]              client: connect to the server on HOST\n"
 "  collx-perf --self [options]            server and client on this host, one command\n"
 "  collx-perf --ranks N [options]         ring all-reduce over N local processes (no GPU)\n"
+"  collx-perf --comms K[,K...] [options]  K send/receive pairs in one process, all at once\n"
 "\n"
 "Bandwidth / latency (the client's options decide the test; the server only\n"
 "needs --listen and, if they differ from the defaults, --port/--dev/--plugin):\n"
@@ -36,6 +37,17 @@ static void usage(FILE *f) {
 "                       them; root): ranks on separate hosts of a test bed\n"
 "                       (tests/netbed/netbed.sh); COLLX_IFNAME is then not forced\n"
 "\n"
+"Many comms (--comms K[,K...], each K 1..%d, one fresh process per K): K pairs of\n"
+"  a send and a receive comm connected on loopback in one process (listen comms\n"
+"  closed once accepted, as NCCL does), every pair with -d messages of -s bytes\n"
+"  in flight (default 4 x 64K) for -t seconds (default 2) or -n messages, all\n"
+"  driven by one thread, every byte checked; then K plain TCP socket pairs move\n"
+"  the same messages (one epoll thread, -d messages in flight per pair).  One\n"
+"  line per K: messages, collx GB/s, threads the plugin added (and how many it\n"
+"  named cx-*), descriptors and KiB of resident memory per comm (growth while\n"
+"  open / 2K), TCP GB/s and descriptors per socket, the ratio; then the\n"
+"  plugin's threads by name.  The progress mode is COLLX_PROGRESS's, as for NCCL.\n"
+"\n"
 "Common:\n"
 "  --dev N              plugin device (default 0); choose interfaces with\n"
 "                       COLLX_IFNAME as usual (set to lo for --ranks, --self and a\n"
@@ -51,8 +63,9 @@ static void usage(FILE *f) {
 "Examples:\n"
 "  collx-perf --self --compare -s 512K -d 8 --bidir\n"
 "  collx-perf --self --compare --test lat -s 8\n"
-"  collx-perf --ranks 4\n",
-          MAX_DEPTH, DEFAULT_PORT, MAX_RANKS);
+"  collx-perf --ranks 4\n"
+"  COLLX_PROGRESS=threads collx-perf --comms 1,16,64,256\n",
+          MAX_DEPTH, DEFAULT_PORT, MAX_RANKS, MAX_PAIRS);
 }
 
 static void bad_arg(const char *opt, const char *val) {
@@ -61,7 +74,7 @@ static void bad_arg(const char *opt, const char *val) {
 }
 
 static void two_modes(void) {
-  fprintf(stderr, "collx-perf: choose one of --listen, HOST, --self, --ranks N\n");
+  fprintf(stderr, "collx-perf: choose one of --listen, HOST, --self, --ranks N, --comms K\n");
   exit(2);
 }
 
@@ -78,9 +91,34 @@ static void parse_netns(const char *arg) {
   if (!o.nnetns) bad_arg("--netns (NAME,NAME,...: one per rank)", arg);
 }
 
+/* --comms K,K,...: pair counts, one run each. */
+static void parse_comms(const char *arg) {
+  char *list = strdup(arg);
+  if (!list) die("out of memory");
+  o.ncomms = 0;
+  for (char *save = NULL, *k = strtok_r(list, ",", &save); k; k = strtok_r(NULL, ",", &save)) {
+    long v;
+    if (o.ncomms == MAX_COMMS_LIST || parse_long(k, 1, MAX_PAIRS, &v)) bad_arg("--comms (K,K,...: 1..4096, at most 16)", arg);
+    o.comms[o.ncomms++] = (int)v;
+  }
+  free(list);
+  if (!o.ncomms) bad_arg("--comms (K,K,...: 1..4096, at most 16)", arg);
+}
+
+/* --comms: one message size, a few in flight; the baseline is always run and
+ * every byte always checked, so --compare and --check are accepted as no-ops. */
+static void check_comms_args(int size_set, int depth_set, int test_set) {
+  if (test_set || o.bidir || o.min_set || o.max_set || o.nnetns) {
+    fprintf(stderr, "collx-perf: --comms takes -s SIZE, -d, -t, -n: --test, --bidir, --min, --max and --netns do not apply\n");
+    exit(2);
+  }
+  if (!size_set) o.min_size = o.max_size = 64 << 10;
+  if (!depth_set) o.depth = 4;
+}
+
 static void parse_args(int argc, char **argv) {
   enum { O_LISTEN = 256, O_SELF, O_RANKS, O_TEST, O_MIN, O_MAX, O_COMPARE, O_BASELINE, O_DEV,
-         O_PLUGIN, O_TIMEOUT, O_CHECK, O_SLICE, O_NETNS };
+         O_PLUGIN, O_TIMEOUT, O_CHECK, O_SLICE, O_NETNS, O_COMMS };
   static const struct option lo[] = {
       {"listen", no_argument, 0, O_LISTEN},       {"self", no_argument, 0, O_SELF},
       {"ranks", required_argument, 0, O_RANKS},   {"test", required_argument, 0, O_TEST},
@@ -91,7 +129,7 @@ static void parse_args(int argc, char **argv) {
       {"baseline", required_argument, 0, O_BASELINE}, {"dev", required_argument, 0, O_DEV},
       {"plugin", required_argument, 0, O_PLUGIN}, {"timeout", required_argument, 0, O_TIMEOUT},
       {"check", no_argument, 0, O_CHECK},         {"slice", required_argument, 0, O_SLICE},
-      {"netns", required_argument, 0, O_NETNS},
+      {"netns", required_argument, 0, O_NETNS},   {"comms", required_argument, 0, O_COMMS},
       {"port", required_argument, 0, 'p'},        {"verbose", no_argument, 0, 'v'},
       {"help", no_argument, 0, 'h'},              {"version", no_argument, 0, 'V'},
       {0, 0, 0, 0}};
@@ -163,6 +201,11 @@ static void parse_args(int argc, char **argv) {
       o.slice = sz & ~(size_t)3;
       break;
     case O_NETNS: parse_netns(optarg); break;
+    case O_COMMS:
+      if (o.mode) two_modes();
+      parse_comms(optarg);
+      o.mode = MODE_COMMS;
+      break;
     case 'p':
       if (parse_long(optarg, 1, 65535, &v)) bad_arg("--port", optarg);
       o.port = (int)v;
@@ -187,7 +230,9 @@ static void parse_args(int argc, char **argv) {
     usage(stderr);
     exit(2);
   }
-  if (o.mode == MODE_RANKS) {
+  if (o.mode == MODE_COMMS) {
+    check_comms_args(size_set, depth_set, test_set);
+  } else if (o.mode == MODE_RANKS) {
     if (o.compare || test_set || o.bidir || o.check) {
       fprintf(stderr, "collx-perf: --ranks runs the all-reduce demo: --test, --bidir, --compare and --check do not apply\n");
       exit(2);
@@ -245,6 +290,8 @@ int main(int argc, char **argv) {
   switch (o.mode) {
   case MODE_RANKS:
     return ranks_main();
+  case MODE_COMMS:
+    return comms_main();
   case MODE_SERVER: {
     int lfd = tcp_listen(AF_INET6, 0, o.port);
     if (lfd < 0) lfd = tcp_listen(AF_INET, 0, o.port);

@@ -67,12 +67,14 @@
 #define MAX_DEPTH NCCL_NET_MAX_REQUESTS
 #define MAX_RANKS 64
 #define MAX_SIZES 64
+#define MAX_COMMS_LIST 16 /* --comms K,K,...: values */
+#define MAX_PAIRS 4096     /* --comms: pairs in one process */
 #define MAX_MSG_SIZE ((size_t)1 << 30) /* isend takes an int */
 #define WIRE_MAGIC 0x636f6c6c78706631ull /* "collxpf1" */
 #define WIRE_VERSION 1
 #define NS 1000000000.0
 
-enum { MODE_NONE, MODE_SERVER, MODE_CLIENT, MODE_SELF, MODE_RANKS };
+enum { MODE_NONE, MODE_SERVER, MODE_CLIENT, MODE_SELF, MODE_RANKS, MODE_COMMS };
 enum { TEST_BW = 0, TEST_LAT = 1 };
 enum { TR_PLUGIN = 0, TR_TCP = 1 };
 
@@ -104,6 +106,9 @@ struct perf_options {
   char *netns_list;
   const char *netns[MAX_RANKS];
   int nnetns;
+  /* --comms K,K,...: pairs in one process, one run each */
+  int comms[MAX_COMMS_LIST];
+  int ncomms;
 };
 extern struct perf_options o;
 
@@ -210,6 +215,7 @@ int build_sizes(size_t *sz);
 int client_main(const char *host, int port, pid_t server_pid);
 extern const char *const rule; /* the line between the tables of results */
 int ranks_main(void);
+int comms_main(void);
 
 /* Every plugin call goes through this: a failure names the call, the result
  * and what the tool was doing. */
