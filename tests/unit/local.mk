@@ -93,3 +93,9 @@ check_PROGRAMS += tests/unit/test_match
 TESTS += tests/unit/test_match
 tests_unit_test_match_SOURCES = tests/unit/test_match.c
 tests_unit_test_match_LDADD = libcollx-core.la
+
+# test_engine: the progress engine's event loops over socket pairs.
+check_PROGRAMS += tests/unit/test_engine
+TESTS += tests/unit/test_engine
+tests_unit_test_engine_SOURCES = tests/unit/test_engine.c
+tests_unit_test_engine_LDADD = libcollx-core.la
