@@ -33,6 +33,7 @@ void collx_plan_settings_from_env(struct collx_plan_settings *s) {
                                 collx_param_str(COLLX_P_MERGE),
                                 collx_param_int(COLLX_P_NSTREAMS), why, sizeof why) < 0)
     COLLX_WARN("%s; the default is used", why);
+  s->threads = (int)collx_param_int(COLLX_P_NTHREADS);
   const char *from = NULL;
   long set = collx_param_int(COLLX_P_LOCAL_RANKS);
   if (set > 0) {
