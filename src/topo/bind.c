@@ -186,6 +186,15 @@ int collx_topo_pin_self(int dev, unsigned conn_serial, int stream) {
   return 0;
 }
 
+int collx_topo_pool_threads(int dev) {
+  const struct collx_plan *p = collx_topo_current_plan();
+  if (p && dev >= 0 && dev < p->ndevs) return p->devs[dev].threads;
+  long set = collx_param_int(COLLX_P_NTHREADS);
+  if (set > 0) return (int)set;
+  long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return collx_pool_default(ncpus > 0 ? (int)ncpus : 1, 1, 2);
+}
+
 /* ---- NIC-local memory -------------------------------------------------------------------- */
 
 /* Every buffer starts with a header page that says how to free it, which

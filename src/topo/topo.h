@@ -273,6 +273,11 @@ void collx_topo_teardown(void);
  * off, XML stand-in); -1 with a logged reason. */
 int collx_topo_pin_self(int dev, unsigned conn_serial, int stream);
 
+/* Progress threads for device `dev`: the plan's figure; without a plan
+ * (or for a device it does not know) COLLX_NTHREADS or the policy's
+ * default for this host. */
+int collx_topo_pool_threads(int dev);
+
 /* The number of a new connection of device `dev`, unique across the collx
  * processes of this node (a shared counter in /dev/shm; per process where
  * that is unavailable), so that their threads spread over the cores. */
