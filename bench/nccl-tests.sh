@@ -48,6 +48,9 @@
 #                   COLLX_PLANE_ID=lo=0, so that NCCL 2.30's topology log shows
 #                   the ids; set it to "" for none)
 #   BENCH_EXTRA_ENV "VAR=value ..." for every run
+#   SAMPLE_PROCS=1  while each run goes, count every rank's threads, collx's
+#                   own threads (named cx-*) and open descriptors twice a second;
+#                   the largest of each per rank goes to raw/<run>.procs
 #   USE_MPS=0, MPI_OPTS, CUDA_HOME, NCCL_HOME, PYTHON, JOBS (build, default 16),
 #   NVCC_GENCODE (default -gencode=arch=compute_90,code=sm_90)
 #
@@ -352,6 +355,28 @@ record() { # the status line of a run, replacing an earlier one of the same name
   printf '%s\n' "$(IFS=$'\t'; echo "$*")" >>"$STATUS"
 }
 
+# sample_procs BINARY OUT: the peak thread, cx-* thread and descriptor counts of
+# each process running BINARY, rewritten to OUT every half second.
+sample_procs() {
+  local bin=$1 outf=$2
+  declare -A thr cx fds
+  local pid t c f
+  while :; do
+    for pid in $(pgrep -f -- "^$bin" 2>/dev/null); do
+      t=$(ls /proc/$pid/task 2>/dev/null | wc -l)
+      c=$(cat /proc/$pid/task/*/comm 2>/dev/null | grep -c '^cx-')
+      f=$(ls /proc/$pid/fd 2>/dev/null | wc -l)
+      [ "$t" -gt "${thr[$pid]:-0}" ] && thr[$pid]=$t
+      [ "$c" -gt "${cx[$pid]:-0}" ] && cx[$pid]=$c
+      [ "$f" -gt "${fds[$pid]:-0}" ] && fds[$pid]=$f
+    done
+    { echo "pid threads collx_threads descriptors"
+      for pid in "${!thr[@]}"; do echo "$pid ${thr[$pid]} ${cx[$pid]} ${fds[$pid]}"; done; } >"$outf.tmp"
+    mv "$outf.tmp" "$outf"
+    sleep 0.5
+  done
+}
+
 # run_one COLL NRANKS CONFIG
 run_one() {
   local coll=$1 n=$2 cfg=$3 name="$1-$2r-$3"
@@ -394,9 +419,14 @@ run_one() {
   cmd+=("$WRAP" "$NT_BIN/${coll}_perf" "${NT_ARGV[@]}" -g 1)
   echo "+ ${cmd[*]}" >"$errf"
   log "run $name (timeout ${tmo}s)"
-  local t0=$SECONDS
+  local t0=$SECONDS sampler=""
+  if [ "${SAMPLE_PROCS:-0}" = 1 ]; then
+    sample_procs "$NT_BIN/${coll}_perf" "$RAW/$name.procs" &
+    sampler=$!
+  fi
   env "${envs[@]}" "${cmd[@]}" >"$out" 2>>"$errf"
   rc=$?
+  [ -n "$sampler" ] && { kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null; }
   local secs=$((SECONDS - t0)) left_pids
   left_pids=$(pgrep -f -- "$NT_BIN/${coll}_perf" 2>/dev/null || true)
   [ -n "$left_pids" ] && { kill -9 $left_pids 2>/dev/null; sleep 1; }

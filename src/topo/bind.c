@@ -33,6 +33,7 @@ void collx_plan_settings_from_env(struct collx_plan_settings *s) {
                                 collx_param_str(COLLX_P_MERGE),
                                 collx_param_int(COLLX_P_NSTREAMS), why, sizeof why) < 0)
     COLLX_WARN("%s; the default is used", why);
+  s->threads = (int)collx_param_int(COLLX_P_NTHREADS);
   const char *from = NULL;
   long set = collx_param_int(COLLX_P_LOCAL_RANKS);
   if (set > 0) {
@@ -183,6 +184,15 @@ int collx_topo_pin_self(int dev, unsigned conn_serial, int stream) {
   COLLX_TRACE(COLLX_LOG_NET, "topology: dev %d conn %u stream %d pinned to CPU %d", dev,
               conn_serial, stream, cpu);
   return 0;
+}
+
+int collx_topo_pool_threads(int dev) {
+  const struct collx_plan *p = collx_topo_current_plan();
+  if (p && dev >= 0 && dev < p->ndevs) return p->devs[dev].threads;
+  long set = collx_param_int(COLLX_P_NTHREADS);
+  if (set > 0) return (int)set;
+  long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return collx_pool_default(ncpus > 0 ? (int)ncpus : 1, 1, 2);
 }
 
 /* ---- NIC-local memory -------------------------------------------------------------------- */

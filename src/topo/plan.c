@@ -371,6 +371,9 @@ static int place_devs(struct collx_plan *p) {
     /* Streams go to a merged device's members in turn: each gets one. */
     if (p->settings.streams == 0 && d->streams < d->nmembers)
       d->streams = d->nmembers < MAX_STREAMS ? d->nmembers : MAX_STREAMS;
+    if (!d->stream_cpus) d->stream_cpus = (n > 0 ? n : 1) / (d->group_size > 0 ? d->group_size : 1);
+    d->threads = p->settings.threads > 0 ? p->settings.threads
+                                         : collx_pool_default(d->stream_cpus, p->settings.local_ranks, d->streams);
   }
   for (int i = 0; cand && i < p->ndevs; i++) hwloc_bitmap_free(cand[i]);
   free(cand);

@@ -124,7 +124,9 @@ static void dev_text(FILE *out, const struct collx_plan *p, int i) {
   if (d->fallback) fputs("  [fallback: no local CPU allowed]", out);
   char why[160];
   collx_plan_streams_why(p, d, why, sizeof why);
-  fprintf(out, "\n  streams   %d per connection (%s)\n", d->streams, why);
+  fprintf(out, "\n  streams   %d per connection (%s)", d->streams, why);
+  collx_plan_threads_why(p, d, why, sizeof why);
+  fprintf(out, "\n  progress  %d threads (%s)\n", d->threads, why);
   for (int m = 0; m < d->nmembers; m++) member_text(out, &p->nics[d->member[m]]);
 }
 
@@ -192,7 +194,7 @@ static void dev_json(FILE *out, const struct collx_plan *p, int i) {
   for (int k = 0; k < d->npus; k++) fprintf(out, "%s%d", k ? ", " : "", d->pus[k]);
   fprintf(out, "], \"group\": %d, \"group_rank\": %d, \"group_size\": %d, ", d->group,
           d->group_rank, d->group_size);
-  fprintf(out, "\"streams\": %d, \"fallback\": %s,\n      \"members\": [\n", d->streams,
+  fprintf(out, "\"streams\": %d, \"threads\": %d, \"fallback\": %s,\n      \"members\": [\n", d->streams, d->threads,
           d->fallback ? "true" : "false");
   for (int m = 0; m < d->nmembers; m++)
     member_json(out, &p->nics[d->member[m]], m == d->nmembers - 1);

@@ -44,12 +44,45 @@ int collx_streams_hinted(int base, int max_peers, int max_flows) {
   return want < 1 ? 1 : (int)want;
 }
 
+int collx_streams_for_comms(int base, int open_comms) {
+  /* The rule of collx_streams_hinted, applied to what is open rather than
+   * to what NCCL announces: past the measured shapes each further comm
+   * costs sockets and buffers on both sides and adds no speed (the device's
+   * bandwidth is shared by them all anyway). */
+  return collx_streams_hinted(base, open_comms, 1);
+}
+
+int collx_pool_default(int ncpus, int local_ranks, int streams) {
+  /* The CPUs a rank may count on, as for the stream count: three quarters
+   * of its share, so that the application's own threads keep a core.  At
+   * least 2, so a send and a receive connection can progress at once, and
+   * at least one thread per stream, so that a lone busy connection still
+   * uses as many cores as it has streams; at most 16, beyond which a TCP
+   * connection's streams were never measured to gain. */
+  if (local_ranks < 1) local_ranks = 1;
+  int n = ncpus / local_ranks * 3 / 4;
+  if (n > 16) n = 16;
+  if (n < streams) n = streams;
+  return n < 2 ? 2 : n;
+}
+
+void collx_plan_threads_why(const struct collx_plan *p, const struct collx_plan_dev *d, char *buf, size_t len) {
+  if (p->settings.threads > 0) {
+    snprintf(buf, len, "COLLX_NTHREADS");
+    return;
+  }
+  int ranks = p->settings.local_ranks > 0 ? p->settings.local_ranks : 1;
+  snprintf(buf, len, "%d CPUs, %d rank(s) on the node, %d streams per connection", d->stream_cpus, ranks,
+           d->streams);
+}
+
 void collx_plan_streams_why(const struct collx_plan *p, const struct collx_plan_dev *d, char *buf, size_t len) {
   if (p->settings.streams > 0) {
     snprintf(buf, len, "COLLX_NSTREAMS");
     return;
   }
   int ranks = p->settings.local_ranks > 0 ? p->settings.local_ranks : 1;
-  snprintf(buf, len, "%d Mbps, %d CPUs, %d rank(s) on the node: %s", d->speed_mbps, d->stream_cpus, ranks,
-           p->settings.local_ranks_from[0] ? p->settings.local_ranks_from : "default");
+  snprintf(buf, len, "%d Mbps, %d CPUs, %d rank(s) on the node: %s; fewer past %d open comms", d->speed_mbps,
+           d->stream_cpus, ranks, p->settings.local_ranks_from[0] ? p->settings.local_ranks_from : "default",
+           COLLX_STREAMS_FLOWS_MEASURED);
 }

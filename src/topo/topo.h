@@ -100,6 +100,7 @@ struct collx_plan_settings {
   enum collx_merge merge;
   char merge_groups[512]; /* LIST: "eth0+eth1,eth2+eth3" */
   int streams;            /* streams per connection; 0: the plan picks */
+  int threads;            /* progress threads per device; 0: the plan picks */
   int local_ranks;        /* ranks sharing this node's CPUs (0 is taken as 1) */
   char local_ranks_from[48]; /* where that count came from, for people */
 };
@@ -133,6 +134,7 @@ struct collx_plan_dev {
   int group, group_rank, group_size; /* devices sharing one PU list interleave */
   int streams;      /* streams per connection: what the transport opens */
   int stream_cpus;  /* CPUs the stream policy counted for it (candidates / group) */
+  int threads;      /* progress threads (COLLX_PROGRESS=threads) */
 };
 
 struct collx_plan_note {
@@ -170,6 +172,8 @@ int collx_plan_cpu(const struct collx_plan *p, int dev, unsigned conn, int strea
 /* Why device d has its stream count, in words: "COLLX_NSTREAMS", or the
  * policy's inputs (speed, CPUs, ranks on the node and where that came from). */
 void collx_plan_streams_why(const struct collx_plan *p, const struct collx_plan_dev *d, char *buf, size_t len);
+/* Why device d has its progress thread count, in words. */
+void collx_plan_threads_why(const struct collx_plan *p, const struct collx_plan_dev *d, char *buf, size_t len);
 
 /* Output for people (text) and for programs (JSON). */
 void collx_plan_print_text(FILE *out, const struct collx_plan *p);
@@ -191,6 +195,16 @@ int collx_streams_default(int speed_mbps, int ncpus, int local_ranks);
  * each at once; `base` is the count without hints.  A value <= 0 means
  * "not said". */
 int collx_streams_hinted(int base, int max_peers, int max_flows);
+/* Streams for one new connection of a device on which `open_comms` comms
+ * (send and receive) are open in this process: `base` up to
+ * COLLX_STREAMS_FLOWS_MEASURED of them, then proportionally fewer, at
+ * least 1. */
+int collx_streams_for_comms(int base, int open_comms);
+/* Progress threads for a device (COLLX_PROGRESS=threads) whose
+ * connections may use ncpus CPUs, shared by local_ranks ranks, opening
+ * `streams` streams each: enough for one connection's streams to run on
+ * threads of their own. */
+int collx_pool_default(int ncpus, int local_ranks, int streams);
 
 /* ------------------------------------------------------------------------
  * GPUs
@@ -258,6 +272,11 @@ void collx_topo_teardown(void);
  * of device `dev`.  0 when pinned or when nothing is to be done (affinity
  * off, XML stand-in); -1 with a logged reason. */
 int collx_topo_pin_self(int dev, unsigned conn_serial, int stream);
+
+/* Progress threads for device `dev`: the plan's figure; without a plan
+ * (or for a device it does not know) COLLX_NTHREADS or the policy's
+ * default for this host. */
+int collx_topo_pool_threads(int dev);
 
 /* The number of a new connection of device `dev`, unique across the collx
  * processes of this node (a shared counter in /dev/shm; per process where

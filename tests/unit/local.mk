@@ -99,3 +99,9 @@ tests_unit_test_match_LDADD = libcollx-tcp.la
 # core includes no transport's internals (the link half is src/layers.mk).
 TESTS += tests/unit/test_layers.sh
 EXTRA_DIST += tests/unit/test_layers.sh
+
+# test_engine: the progress engine's event loops over socket pairs.
+check_PROGRAMS += tests/unit/test_engine
+TESTS += tests/unit/test_engine
+tests_unit_test_engine_SOURCES = tests/unit/test_engine.c
+tests_unit_test_engine_LDADD = libcollx-tcp.la

@@ -58,7 +58,32 @@ static void expect_ranks(const char *var, const char *value, int want, const cha
     CHECK(from == NULL, "%s=%s: claims to have read %s", var ? var : "(none)", value ? value : "", from);
 }
 
+/* Open comms: the measured shapes keep the count, hundreds get one each. */
+static void check_for_comms(void) {
+  int cases[][3] = {{4, 0, 4}, {4, 8, 4}, {4, 32, 4}, {4, 33, 3}, {4, 64, 2}, {4, 127, 1}, {4, 128, 1},
+                    {4, 1000, 1}, {3, 40, 2}, {8, 512, 1}, {1, 5, 1}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int got = collx_streams_for_comms(cases[i][0], cases[i][1]);
+    CHECK(got == cases[i][2], "base %d with %d comms open: %d streams, expected %d", cases[i][0], cases[i][1],
+          got, cases[i][2]);
+  }
+}
+
+/* The progress pool: its share of the CPUs, 2 to 16, never fewer than the
+ * streams of one connection. */
+static void check_pool(void) {
+  int cases[][4] = {{16, 1, 4, 12}, {16, 2, 4, 6}, {16, 4, 3, 3}, {16, 8, 2, 2}, {2, 1, 2, 2},
+                    {128, 1, 8, 16}, {128, 8, 4, 12}, {4, 4, 4, 4}, {16, 0, 4, 12}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int got = collx_pool_default(cases[i][0], cases[i][1], cases[i][2]);
+    CHECK(got == cases[i][3], "%d CPUs, %d ranks, %d streams: %d threads, expected %d", cases[i][0],
+          cases[i][1], cases[i][2], got, cases[i][3]);
+  }
+}
+
 int main(void) {
+  check_for_comms();
+  check_pool();
   /* The measured host: 400 Gb/s loopback, 16 cores (bench/NOTES.md 4, 17). */
   expect_streams(400000, 16, 1, 4);
   expect_streams(400000, 16, 2, 4);

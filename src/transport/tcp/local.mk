@@ -15,5 +15,6 @@ libcollx_tcp_la_SOURCES = \
 	src/transport/tcp/match.c src/transport/tcp/match.h \
 	src/transport/tcp/sock.c src/transport/tcp/sock.h \
 	src/transport/tcp/stripe.c src/transport/tcp/stripe.h \
-	src/transport/tcp/pieces.c src/transport/tcp/pieces.h
+	src/transport/tcp/pieces.c src/transport/tcp/pieces.h \
+	src/transport/tcp/engine.c src/transport/tcp/engine.h
 libcollx_tcp_la_LIBADD = libcollx-topo.la

@@ -1,0 +1,128 @@
+/*
+ * COLLX_PROGRESS=threads: the streams of every comm of a device are driven
+ * by one pool of event-loop threads (engine.c), sized by the placement plan
+ * (COLLX_NTHREADS overrides).  A comm's streams go to different threads of
+ * the pool where it has enough, so that one busy connection still uses as
+ * many cores as it has streams, while a thousand comms cost no thread more.
+ *
+ * A device's pool starts with its first stream and stops with its last,
+ * so that no plugin thread outlives the last comm (NCCL may dlclose the
+ * plugin then).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "comm.h"
+#include "engine.h"
+#include "progress.h"
+#include "topo/topo.h"
+#include "util/log.h"
+
+/* Devices with a pool of their own; beyond, devices share the last one. */
+#define POOL_DEVICES 64
+
+static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct device_pool {
+  struct engine_pool *pool;
+  int streams;       /* attached */
+  int dev;
+  unsigned serial;   /* pins the pool's threads like a connection's streams */
+} pools[POOL_DEVICES];
+
+static void pool_thread_start(void *arg, int index) {
+  struct device_pool *dp = arg;
+  char name[16];
+  snprintf(name, sizeof name, "cx-pool%d.%d", dp->dev, index);
+  pthread_setname_np(pthread_self(), name);
+  collx_topo_pin_self(dp->dev, dp->serial, index);
+}
+
+/* The device's pool, started if need be, with `streams` more attached.
+ * Caller holds pools_lock. */
+static struct device_pool *pool_get(int dev, int streams) {
+  struct device_pool *dp = &pools[dev >= 0 && dev < POOL_DEVICES ? dev : POOL_DEVICES - 1];
+  if (!dp->pool) {
+    dp->dev = dev;
+    dp->serial = collx_topo_next_serial(dev);
+    int threads = collx_topo_pool_threads(dev);
+    struct engine_pool_config cfg = {.threads = threads, .thread_start = pool_thread_start,
+                                     .arg = dp, .spin_s = tcp_spin_seconds()};
+    atomic_fetch_add(&tcp_live_threads, threads);
+    dp->pool = engine_pool_create(&cfg);
+    if (!dp->pool) {
+      atomic_fetch_sub(&tcp_live_threads, threads);
+      return NULL;
+    }
+    COLLX_INFO(COLLX_LOG_NET, "device %d: %d progress threads started", dev, threads);
+  }
+  dp->streams += streams;
+  return dp;
+}
+
+/* Caller holds pools_lock. */
+static void pool_put(struct device_pool *dp, int streams) {
+  dp->streams -= streams;
+  if (dp->streams > 0) return;
+  int threads = engine_pool_threads(dp->pool);
+  engine_pool_destroy(dp->pool); /* joins them */
+  atomic_fetch_sub(&tcp_live_threads, threads);
+  dp->pool = NULL;
+}
+
+static enum engine_want serve_stream(struct engine_source *src) {
+  switch (tcp_stream_serve(COLLX_CONTAINER_OF(src, struct tcp_stream, src))) {
+  case TCP_WANT_READ: return ENGINE_WANT_READ;
+  case TCP_WANT_WRITE: return ENGINE_WANT_WRITE;
+  case TCP_WANT_WORK: return ENGINE_WANT_KICK;
+  default: return ENGINE_WANT_NOTHING;
+  }
+}
+
+static void streams_detach(struct tcp_comm_base *c, int n) {
+  for (int i = 0; i < n; i++) engine_detach(&c->streams[i].src);
+}
+
+static int engine_attach_comm(struct tcp_comm_base *c) {
+  pthread_mutex_lock(&pools_lock);
+  struct device_pool *dp = pool_get(c->dev, c->nstreams);
+  pthread_mutex_unlock(&pools_lock);
+  if (!dp) return -1;
+  uint64_t used = 0;
+  for (int i = 0; i < c->nstreams; i++) {
+    struct tcp_stream *s = &c->streams[i];
+    s->src = (struct engine_source){.fd = tcp_stream_fd(s), .serve = serve_stream};
+    int k = engine_pool_least_loaded(dp->pool, used);
+    used |= k < 64 ? 1ull << k : 0;
+    if (engine_attach(dp->pool, k, &s->src) != 0) {
+      streams_detach(c, i);
+      pthread_mutex_lock(&pools_lock);
+      pool_put(dp, c->nstreams);
+      pthread_mutex_unlock(&pools_lock);
+      return -1;
+    }
+  }
+  c->pool = dp;
+  return 0;
+}
+
+static void engine_kick_comm(struct tcp_comm_base *c) {
+  for (int i = 0; i < c->nstreams; i++) engine_kick(&c->streams[i].src);
+}
+
+static void engine_detach_comm(struct tcp_comm_base *c) {
+  struct device_pool *dp = c->pool;
+  if (!dp) return;
+  streams_detach(c, c->nstreams);
+  pthread_mutex_lock(&pools_lock);
+  pool_put(dp, c->nstreams);
+  pthread_mutex_unlock(&pools_lock);
+  c->pool = NULL;
+}
+
+const struct tcp_progress_ops tcp_progress_engine = {
+    .name = "a pool of progress threads per device",
+    .attach = engine_attach_comm,
+    .kick = engine_kick_comm,
+    .detach = engine_detach_comm,
+};
