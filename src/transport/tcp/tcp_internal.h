@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "match.h"
-#include "pieces.h"
+#include "chunks.h"
 #include "tcp.h"
 #include "util/list.h"
 #include "wire.h"
@@ -241,7 +241,7 @@ void tcp_deadline_in(struct timespec *ts, double seconds);
 
 /* Shared by the data path and the eager path (tcp_data.c). */
 /* Claim what a piece header or an eager record says it brings for entry
- * idx of r (pieces.h); on a clash fail the comm, naming receive and entry,
+ * idx of r (chunks.h); on a clash fail the comm, naming receive and entry,
  * and return -1. */
 enum piece_kind;
 int tcp_entry_claim(struct tcp_comm *c, struct tcp_req *r, int idx, int kind, uint64_t offset,

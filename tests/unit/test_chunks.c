@@ -1,11 +1,11 @@
-/* The per-buffer piece rules (src/transport/tcp/pieces.c): every way the
+/* The per-buffer piece rules (src/transport/tcp/chunks.c): every way the
  * sender stripes a message is accepted in any order of arrival and ends
  * whole; any piece again, an eager message or a TRUNCATED notice after
  * it, is refused. */
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "transport/tcp/pieces.h"
+#include "transport/tcp/chunks.h"
 #include "transport/tcp/stripe.h"
 #include "../common/check.h"
 
@@ -58,6 +58,6 @@ int main(void) {
   CHECK(piece_track_stream(&t, 12288, 100, 12388, &why) == 0 && piece_track_stream(&t, 0, 8192, 12388, &why) != 0,
         "a last piece off the stride accepted");
   piece_track_free(&t);
-  printf("test_pieces: %d checks, %d failed\n", checks, failures);
+  printf("test_chunks: %d checks, %d failed\n", checks, failures);
   return failures != 0;
 }

@@ -1,4 +1,4 @@
-#include "pieces.h"
+#include "chunks.h"
 
 #include <stdlib.h>
 #include <string.h>

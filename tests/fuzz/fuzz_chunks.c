@@ -1,11 +1,11 @@
 /* libFuzzer target: sequences of pieces for one receive buffer
- * (src/transport/tcp/pieces.c), not single headers.
+ * (src/transport/tcp/chunks.c), not single headers.
  * Input: 1 byte of the message size in 256-byte units, then records of
  * 5 bytes: kind (stream / eager / truncated), offset and length in
  * 256-byte units.  The oracle keeps its own map of the bytes accepted:
  * no byte is accepted twice, nothing past the message, nothing after an
  * eager message or a TRUNCATED notice, and "whole" means every byte came. */
-#include "transport/tcp/pieces.h"
+#include "transport/tcp/chunks.h"
 #include "fuzz_common.h"
 
 #define UNIT 256
