@@ -42,7 +42,7 @@ TESTS += tests/liveness/test_netns
 tests_liveness_test_netns_SOURCES = tests/liveness/test_netns.c tests/common/shell.h
 tests_liveness_test_netns_LDADD = libcollx-core.la
 
-# test_chunks: a fake sender's clashing pieces fail the receive (never
+# test_chunks: a fake sender's clashing chunks fail the receive (never
 # complete it), with a WARN naming the peer.
 check_PROGRAMS += tests/liveness/test_chunks
 TESTS += tests/liveness/test_chunks

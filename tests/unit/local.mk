@@ -79,7 +79,7 @@ EXTRA_DIST += tests/unit/test_vdevice_live.sh
 tests_unit_test_vdevice_live_SOURCES = tests/unit/test_vdevice_live.c
 tests_unit_test_vdevice_live_LDADD = -ldl
 
-# test_chunks: the per-buffer piece rules accept every striping in any
+# test_chunks: the per-buffer chunk rules accept every striping in any
 # order and refuse repeats and mixtures.
 check_PROGRAMS += tests/unit/test_chunks
 TESTS += tests/unit/test_chunks

@@ -156,7 +156,7 @@ static inline int match_hold_due(struct match_hold *h, size_t held) {
 }
 /* One receive fewer to announce at once. */
 void match_hold_spend(struct match_hold *h);
-/* The first piece of a message came on a data stream. */
+/* The first chunk of a message came on a data stream. */
 static inline void match_hold_stream_message(struct match_hold *h) {
   /* Only a store when it changes: stream threads call this per message. */
   if (atomic_load(&h->prompt) != TCP_CTS_PROMPT_RECEIVES) atomic_store(&h->prompt, TCP_CTS_PROMPT_RECEIVES);

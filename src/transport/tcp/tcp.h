@@ -12,17 +12,19 @@
 #include "core/handle.h"
 
 struct tcp_listen;
-struct tcp_comm;
-struct tcp_req;
+struct tcp_comm_base;   /* what a send and a receive comm share (comm.h) */
+struct tcp_send_comm;   /* send.h */
+struct tcp_recv_comm;   /* recv.h */
+struct tcp_req;         /* what every request starts with (comm.h) */
 
 /* Settings the transport reads once at init. */
 struct tcp_config {
-  size_t max_piece;   /* COLLX_CHUNK_SIZE */
+  size_t max_piece;   /* COLLX_CHUNK_SIZE: the largest chunk */
   int connect_timeout_s;
   int timeout_s;      /* COLLX_TIMEOUT: silent peer declared dead (0: never) */
 };
 void tcp_configure(const struct tcp_config *cfg);
-/* COLLX_SPIN_US: how long stream threads poll after data before sleeping. */
+/* COLLX_SPIN_US: how long receive stream threads poll after data before sleeping. */
 void tcp_set_spin_us(int us);
 /* COLLX_INLINE_RECV: test() reads arrived data itself. */
 void tcp_set_inline_recv(int on);
@@ -45,23 +47,24 @@ struct tcp_conn_opts {
  * sockets and to every socket accepted from them. */
 ncclResult_t tcp_listen(const struct collx_device *dev, int dev_index, struct collx_handle *h,
                         const struct tcp_conn_opts *opts, struct tcp_listen **out);
-ncclResult_t tcp_accept(struct tcp_listen *l, struct tcp_comm **out);
+/* A new comm comes back as its base: core holds comms as opaque handles. */
+ncclResult_t tcp_accept(struct tcp_listen *l, struct tcp_comm_base **out);
 void tcp_listen_close(struct tcp_listen *l);
 
 /* One step of a non-blocking connect; *out stays NULL until connected.
  * opts (may be NULL) is read on the first call for a handle. */
 ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, struct collx_handle *h,
-                         const struct tcp_conn_opts *opts, struct tcp_comm **out);
+                         const struct tcp_conn_opts *opts, struct tcp_comm_base **out);
 /* Drop the half-made connects of `owner` (their sockets are closed);
  * returns how many there were. */
 int tcp_connect_forget(const void *owner);
 
-ncclResult_t tcp_isend(struct tcp_comm *c, void *data, size_t size, int tag,
+ncclResult_t tcp_isend(struct tcp_send_comm *c, void *data, size_t size, int tag,
                        struct tcp_req **out);
-ncclResult_t tcp_irecv(struct tcp_comm *c, int n, void **data, const size_t *sizes,
+ncclResult_t tcp_irecv(struct tcp_recv_comm *c, int n, void **data, const size_t *sizes,
                        const int *tags, struct tcp_req **out);
 ncclResult_t tcp_test(struct tcp_req *r, int *done, size_t *sizes);
-void tcp_comm_close(struct tcp_comm *c);
+void tcp_comm_close(struct tcp_comm_base *c);
 
 /* Which kind of object an opaque pointer is (for argument checks). */
 int tcp_is_send_comm(const void *p);
