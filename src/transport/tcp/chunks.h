@@ -2,7 +2,7 @@
  * What has arrived for one receive buffer, checked chunk against chunk.
  *
  * A buffer is filled either by one eager message, or by the chunks of one
- * striped message (tcp_data.c), or is refused whole by a TRUNCATED notice.
+ * striped message (recv.c), or is refused whole by a TRUNCATED notice.
  * Chunks of a message all name the same total; all but the last are one
  * stride long (a multiple of COLLX_STRIPE_ALIGN) and start at a multiple
  * of it; the last ends the message.  Each chunk is claimed once, at its

@@ -7,7 +7,7 @@
  * they come in.  Receiver: where an early message goes.  Both sides apply
  * one rule to an early message: it fills the first free entry with its tag
  * of the receive at the cursor, and the cursor moves past a receive once
- * every entry of it is taken (tcp_eager.c says why).  And the receiver's
+ * every entry of it is taken (send.c says why).  And the receiver's
  * policy for holding CTS records back (TCP_CTS_BATCH).
  *
  * No sockets, locks or logging: the transport calls these under the locks

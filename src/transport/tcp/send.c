@@ -13,11 +13,14 @@
  *
  * Eager matching.  A sender that holds the CTS of the receive a message
  * belongs to names the receive entry (MATCHED).  Otherwise the message
- * goes out early, and both sides match it with one rule (match.c): it
- * fills the first free entry with its tag of the receive at the cursor.
- * The sender replays the rule as CTS records come in (eager_replay), and
- * until its early messages are matched posts nothing but more early
- * messages (at most TCP_EAGER_LOG of them).
+ * goes out early.  The sender cannot know where that receive ends (a
+ * grouped receive has several entries), so both sides match an early
+ * message with one rule (match.c): it fills the first free entry with its
+ * tag of the receive at the cursor, and the cursor moves on once every
+ * entry of that receive is taken.  The receiver applies the rule when it
+ * reads the record (recv_ctrl.c); the sender replays it as CTS records
+ * come in (eager_replay).  Until its early messages are matched, a sender
+ * posts nothing but more early messages (at most TCP_EAGER_LOG of them).
  */
 #include <poll.h>
 #include <stdio.h>
