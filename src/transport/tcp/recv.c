@@ -242,10 +242,12 @@ static void read_inline(struct tcp_recv_comm *c) {
 }
 
 /* COLLX_PROGRESS=caller: the comm has no stream threads, and every call
- * reads every stream as far as the sockets allow, bulk included. */
-static void read_all_streams(struct tcp_recv_comm *c) {
-  for (int i = 0; i < c->base.nstreams; i++) {
-    struct tcp_stream *s = &c->base.streams[i];
+ * reads every stream as far as the sockets allow, bulk included, from
+ * stream `first` on. */
+static void read_all_streams(struct tcp_recv_comm *c, int first) {
+  int n = c->base.nstreams;
+  for (int k = 0; k < n; k++) {
+    struct tcp_stream *s = &c->base.streams[(first + k) % n];
     if (pthread_mutex_trylock(&s->lock) != 0) continue;
     read_stream(s, 0);
     pthread_mutex_unlock(&s->lock);
@@ -257,7 +259,7 @@ static void read_all_streams(struct tcp_recv_comm *c) {
 static void recv_watch(struct tcp_comm_base *b, double now) {
   struct tcp_recv_comm *c = recv_comm_of(b);
   tcp_recv_ctrl_heartbeat(c, now);
-  if (tcp_caller_progress()) read_all_streams(c);
+  if (tcp_caller_progress()) read_all_streams(c, 0);
 }
 
 /* ---- posting ---------------------------------------------------------------- */
@@ -372,7 +374,7 @@ static void recv_progress(struct tcp_recv_comm *c, struct tcp_recv_req *r) {
   if (recv_done(r)) return;
   if (tcp_recv_peer_finished(c)) tcp_comm_fail(&c->base, ncclRemoteError, "connection closed by peer");
   if (tcp_caller_progress())
-    read_all_streams(c);
+    read_all_streams(c, (int)(c->read_turn++ % (unsigned)c->base.nstreams));
   else if (inline_recv)
     read_inline(c);
 }

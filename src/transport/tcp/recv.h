@@ -69,6 +69,7 @@ struct tcp_recv_comm {
   struct match_recv match_rx;
   uint32_t tl_eager_rx;       /* COLLX_TIMELINE: eager messages landed */
   _Atomic double caller_seen; /* COLLX_INLINE_RECV: last test() on this comm */
+  unsigned read_turn;         /* COLLX_PROGRESS=caller: stream test reads first (the caller's thread) */
   _Atomic uint32_t recv_seq;  /* written by the caller, read by the control socket's reader */
   /* receive posted for seq % MAX_REQUESTS; published with release order so
    * a stream that finds it also sees its buffers */
