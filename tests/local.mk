@@ -1,4 +1,4 @@
-# Tests: unit tests of the pieces, and the programs that dlopen the built
+# Tests: unit tests of the chunks, and the programs that dlopen the built
 # plugin and drive it (conformance driver, fault tests, soak) through one
 # harness, tests/harness.  `make test` prints the "N passed, N failed" summary.
 include tests/harness/local.mk

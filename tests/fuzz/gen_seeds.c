@@ -113,28 +113,28 @@ int main(int argc, char **argv) {
   uint8_t tr = 0;
   put("wire_ctrl", "heartbeat", &tr, 1, &m, sizeof m);
 
-  /* wire_piece: capacity + header */
+  /* wire_chunk: capacity + header */
   uint64_t cap = 1 << 20;
-  struct wire_piece p = {.magic = WIRE_MAGIC, .idx = 0, .seq = 5, .total = 1 << 20, .offset = 1 << 19,
+  struct wire_chunk p = {.magic = WIRE_MAGIC, .idx = 0, .seq = 5, .total = 1 << 20, .offset = 1 << 19,
                          .len = 1 << 19};
-  put("wire_piece", "last-half", &cap, sizeof cap, &p, sizeof p);
+  put("wire_chunk", "last-half", &cap, sizeof cap, &p, sizeof p);
   p.offset = 0;
   p.len = 0;
   p.total = 0;
-  put("wire_piece", "empty", &cap, sizeof cap, &p, sizeof p);
-  p.flags = WIRE_PIECE_TRUNCATED;
+  put("wire_chunk", "empty", &cap, sizeof cap, &p, sizeof p);
+  p.flags = WIRE_CHUNK_TRUNCATED;
   p.total = 5000;
   uint64_t small = 1000;
-  put("wire_piece", "truncated", &small, sizeof small, &p, sizeof p);
-  p = (struct wire_piece){.magic = WIRE_MAGIC, .flags = WIRE_PIECE_HEARTBEAT};
-  put("wire_piece", "heartbeat", &cap, sizeof cap, &p, sizeof p);
+  put("wire_chunk", "truncated", &small, sizeof small, &p, sizeof p);
+  p = (struct wire_chunk){.magic = WIRE_MAGIC, .flags = WIRE_CHUNK_HEARTBEAT};
+  put("wire_chunk", "heartbeat", &cap, sizeof cap, &p, sizeof p);
 
-  /* pieces: size in 256-byte units, then (kind, offset, len) records: a
-   * message of 3 pieces of 16 units and a last of 4, out of order */
+  /* chunks: size in 256-byte units, then (kind, offset, len) records: a
+   * message of 3 chunks of 16 units and a last of 4, out of order */
   static const uint8_t striped[] = {52, 0, 16, 0, 16, 0, 0, 48, 0, 4, 0, 0, 0, 0, 16, 0, 0, 32, 0, 16, 0};
-  put("pieces", "striped", striped, sizeof striped, NULL, 0);
+  put("chunks", "striped", striped, sizeof striped, NULL, 0);
   static const uint8_t repeat[] = {32, 0, 0, 0, 16, 0, 0, 0, 0, 16, 0, 2, 0, 0, 0, 0};
-  put("pieces", "repeat-then-truncated", repeat, sizeof repeat, NULL, 0);
+  put("chunks", "repeat-then-truncated", repeat, sizeof repeat, NULL, 0);
 
   /* ifmatch: flag byte, spec, NUL, name */
   static const char *const specs[][2] = {

@@ -7,7 +7,7 @@
 # The last line is "N passed, N failed".  make fuzz-clean removes the work.
 FUZZ_SECONDS = 30
 CLANG = clang
-FUZZ_TARGETS = handle wire_hello wire_welcome wire_ctrl wire_piece pieces ifmatch
+FUZZ_TARGETS = handle wire_hello wire_welcome wire_ctrl wire_chunk chunks ifmatch
 FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
               -include $(top_builddir)/config.h -I$(top_srcdir)/include -I$(top_srcdir)/src
 FUZZ_HDRS = $(top_srcdir)/tests/fuzz/fuzz_common.h $(top_srcdir)/include/collx/net_abi.h
@@ -16,8 +16,8 @@ FUZZ_WIRE_DEPS = $(top_srcdir)/src/transport/tcp/wire.c $(top_srcdir)/src/transp
 FUZZ_BINS = $(FUZZ_TARGETS:%=tests/fuzz/fuzz_%)
 
 EXTRA_DIST += tests/fuzz/fuzz_common.h tests/fuzz/fuzz_handle.c tests/fuzz/fuzz_wire_hello.c \
-              tests/fuzz/fuzz_wire_welcome.c tests/fuzz/fuzz_wire_ctrl.c tests/fuzz/fuzz_wire_piece.c \
-              tests/fuzz/fuzz_ifmatch.c tests/fuzz/fuzz_pieces.c tests/fuzz/gen_seeds.c tests/fuzz/run-fuzz.sh
+              tests/fuzz/fuzz_wire_welcome.c tests/fuzz/fuzz_wire_ctrl.c tests/fuzz/fuzz_wire_chunk.c \
+              tests/fuzz/fuzz_ifmatch.c tests/fuzz/fuzz_chunks.c tests/fuzz/gen_seeds.c tests/fuzz/run-fuzz.sh
 CLEANFILES += $(FUZZ_BINS) tests/fuzz/gen_seeds
 
 tests/fuzz/fuzz_handle: $(top_srcdir)/tests/fuzz/fuzz_handle.c $(top_srcdir)/src/transport/tcp/handle.c \
@@ -33,13 +33,13 @@ tests/fuzz/fuzz_wire_welcome: $(top_srcdir)/tests/fuzz/fuzz_wire_welcome.c $(FUZ
 tests/fuzz/fuzz_wire_ctrl: $(top_srcdir)/tests/fuzz/fuzz_wire_ctrl.c $(FUZZ_WIRE_DEPS)
 	@mkdir -p tests/fuzz
 	$(AM_V_CC)$(CLANG) $(FUZZ_CFLAGS) -o $@ $(top_srcdir)/tests/fuzz/fuzz_wire_ctrl.c $(top_srcdir)/src/transport/tcp/wire.c
-tests/fuzz/fuzz_wire_piece: $(top_srcdir)/tests/fuzz/fuzz_wire_piece.c $(FUZZ_WIRE_DEPS)
+tests/fuzz/fuzz_wire_chunk: $(top_srcdir)/tests/fuzz/fuzz_wire_chunk.c $(FUZZ_WIRE_DEPS)
 	@mkdir -p tests/fuzz
-	$(AM_V_CC)$(CLANG) $(FUZZ_CFLAGS) -o $@ $(top_srcdir)/tests/fuzz/fuzz_wire_piece.c $(top_srcdir)/src/transport/tcp/wire.c
-tests/fuzz/fuzz_pieces: $(top_srcdir)/tests/fuzz/fuzz_pieces.c $(top_srcdir)/src/transport/tcp/pieces.c \
-                        $(top_srcdir)/src/transport/tcp/pieces.h $(FUZZ_HDRS)
+	$(AM_V_CC)$(CLANG) $(FUZZ_CFLAGS) -o $@ $(top_srcdir)/tests/fuzz/fuzz_wire_chunk.c $(top_srcdir)/src/transport/tcp/wire.c
+tests/fuzz/fuzz_chunks: $(top_srcdir)/tests/fuzz/fuzz_chunks.c $(top_srcdir)/src/transport/tcp/chunks.c \
+                        $(top_srcdir)/src/transport/tcp/chunks.h $(FUZZ_HDRS)
 	@mkdir -p tests/fuzz
-	$(AM_V_CC)$(CLANG) $(FUZZ_CFLAGS) -o $@ $(top_srcdir)/tests/fuzz/fuzz_pieces.c $(top_srcdir)/src/transport/tcp/pieces.c
+	$(AM_V_CC)$(CLANG) $(FUZZ_CFLAGS) -o $@ $(top_srcdir)/tests/fuzz/fuzz_chunks.c $(top_srcdir)/src/transport/tcp/chunks.c
 tests/fuzz/fuzz_ifmatch: $(top_srcdir)/tests/fuzz/fuzz_ifmatch.c $(top_srcdir)/src/util/ifmatch.c \
                          $(top_srcdir)/src/util/ifmatch.h $(FUZZ_HDRS)
 	@mkdir -p tests/fuzz

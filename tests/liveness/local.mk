@@ -42,9 +42,9 @@ TESTS += tests/liveness/test_netns
 tests_liveness_test_netns_SOURCES = tests/liveness/test_netns.c tests/common/shell.h
 tests_liveness_test_netns_LDADD = libcollx-core.la
 
-# test_pieces: a fake sender's clashing pieces fail the receive (never
+# test_chunks: a fake sender's clashing chunks fail the receive (never
 # complete it), with a WARN naming the peer.
-check_PROGRAMS += tests/liveness/test_pieces
-TESTS += tests/liveness/test_pieces
-tests_liveness_test_pieces_SOURCES = tests/liveness/test_pieces.c
-tests_liveness_test_pieces_LDADD = libcollx-core.la
+check_PROGRAMS += tests/liveness/test_chunks
+TESTS += tests/liveness/test_chunks
+tests_liveness_test_chunks_SOURCES = tests/liveness/test_chunks.c
+tests_liveness_test_chunks_LDADD = libcollx-core.la

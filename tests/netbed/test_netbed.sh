@@ -96,13 +96,13 @@ perf_run() {
 
 for progress in threads caller; do
   # Time-based (-t): the run the unbounded socket queues once split 50/50 in
-  # caller progress (each socket took its turn of pieces, however slowly its
+  # caller progress (each socket took its turn of chunks, however slowly its
   # NIC drained them); a fixed count of 300 messages often hid it.
   perf_run "merged-$progress" "-t 2" COLLX_IFNAME==eth0,eth1 COLLX_MERGE=eth0+eth1 COLLX_PROGRESS=$progress
   total=$((sent0 + sent1))
   share1=$(( total > 0 ? sent1 * 100 / total : 0 ))
   # 3 of 4 Gbit/s: 75%.  Within 10 points: a NIC that lags keeps fewer
-  # pieces in flight, so the split follows the speeds without being exact.
+  # chunks in flight, so the split follows the speeds without being exact.
   check $([ $share1 -ge 65 ] && [ $share1 -le 85 ] && echo 0 || echo 1) \
     "merged-$progress: the 3 Gbit/s NIC carries its share of the bytes, 65-85% ($share1%)"
   check $([ $total -ge "${moved:-1}" ] && echo 0 || echo 1) "merged-$progress: the members carry the ${moved:-?} bytes moved ($total)"

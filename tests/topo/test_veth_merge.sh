@@ -31,7 +31,7 @@ SIZE=1048576 # -s 1M
 ITERS=300    # -n 300: 300 MiB each way per run
 PORT=18631
 # Messages in flight (-d).  One: every 1 MiB message is still striped over
-# all four streams (256 KiB pieces), and collx-perf then tests its receives
+# all four streams (256 KiB chunks), and collx-perf then tests its receives
 # in order.  With more in flight collx-perf completes receives out of order,
 # and a stream that lags by 32 messages makes the plugin's irecv fail with
 # "more than 32 requests outstanding" while only depth-1 are (reported;

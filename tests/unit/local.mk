@@ -80,12 +80,12 @@ EXTRA_DIST += tests/unit/test_vdevice_live.sh
 tests_unit_test_vdevice_live_SOURCES = tests/unit/test_vdevice_live.c
 tests_unit_test_vdevice_live_LDADD = -ldl
 
-# test_pieces: the per-buffer piece rules accept every striping in any
+# test_chunks: the per-buffer chunk rules accept every striping in any
 # order and refuse repeats and mixtures.
-check_PROGRAMS += tests/unit/test_pieces
-TESTS += tests/unit/test_pieces
-tests_unit_test_pieces_SOURCES = tests/unit/test_pieces.c
-tests_unit_test_pieces_LDADD = libcollx-core.la
+check_PROGRAMS += tests/unit/test_chunks
+TESTS += tests/unit/test_chunks
+tests_unit_test_chunks_SOURCES = tests/unit/test_chunks.c
+tests_unit_test_chunks_LDADD = libcollx-core.la
 
 # test_match: the matching rules (the sender's cursor over CTS records, the
 # early log, where the receiver puts an early message, held CTS records) on

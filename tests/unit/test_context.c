@@ -20,7 +20,8 @@
 #include "core/comm.h"
 #include "core/core.h"
 #include "topo/topo.h"
-#include "transport/tcp/tcp_internal.h"
+#include "transport/tcp/recv.h"
+#include "transport/tcp/send.h"
 #include "../common/check.h"
 
 #define TCLASS 0x28 /* DSCP AF11: the ECN bits the kernel keeps are 0 */
@@ -56,7 +57,7 @@ static int tos_of(int fd) {
 }
 
 /* Every socket of comm c carries `want` (control and data streams). */
-static void expect_tos(const char *what, const struct tcp_comm *c, int want) {
+static void expect_tos(const char *what, const struct tcp_comm_base *c, int want) {
   int got = tos_of(c->ctrl_fd);
   CHECK(got == want, "%s: control socket TOS %#x, expected %#x", what, got, want);
   for (int i = 0; i < c->nstreams; i++) {
@@ -118,7 +119,7 @@ static void check_hints(void) {
   CHECK(collx_ctx_set_hints(ctx, &h) == ncclSuccess, "hints of a 2-rank ring");
   CHECK(make_pair(ctx, &p) == 0, "pair under few peers");
   if (p.scomm && p.rcomm) {
-    int ns = ((struct tcp_comm *)p.scomm)->nstreams, nr = ((struct tcp_comm *)p.rcomm)->nstreams;
+    int ns = ((struct tcp_comm_base *)p.scomm)->nstreams, nr = ((struct tcp_comm_base *)p.rcomm)->nstreams;
     CHECK(ns == base && nr == base, "2 peers x 4 flows: %d/%d streams, expected %d", ns, nr, base);
     close_pair(&p);
   }
@@ -127,7 +128,7 @@ static void check_hints(void) {
   CHECK(make_pair(ctx, &p) == 0, "pair under many peers");
   if (p.scomm && p.rcomm) {
     int want = collx_streams_hinted(base, 64, 2);
-    int ns = ((struct tcp_comm *)p.scomm)->nstreams, nr = ((struct tcp_comm *)p.rcomm)->nstreams;
+    int ns = ((struct tcp_comm_base *)p.scomm)->nstreams, nr = ((struct tcp_comm_base *)p.rcomm)->nstreams;
     CHECK(want < base, "64 peers x 2 flows should lower %d streams (policy gives %d)", base, want);
     CHECK(ns == want && nr == want, "64 peers x 2 flows: %d/%d streams, expected %d", ns, nr, want);
     close_pair(&p);

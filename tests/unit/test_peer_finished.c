@@ -7,31 +7,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "transport/tcp/tcp_internal.h"
+#include "transport/tcp/recv.h"
+#include "transport/tcp/send.h"
 #include "../common/check.h"
 
 int main(void) {
-  struct tcp_comm *c = calloc(1, sizeof *c); /* large: not on the stack */
+  struct tcp_recv_comm *c = calloc(1, sizeof *c); /* large: not on the stack */
   if (!c) return 1;
-  c->nstreams = 2;
+  c->base.nstreams = 2;
   atomic_store(&c->recv_seq, 7);
 
-  CHECK(!tcp_peer_finished(c), "finished with every stream still open");
+  CHECK(!tcp_recv_peer_finished(c), "finished with every stream still open");
   atomic_store(&c->streams_eof, 2);
-  CHECK(!tcp_peer_finished(c), "finished while the control socket may still bring messages");
+  CHECK(!tcp_recv_peer_finished(c), "finished while the control socket may still bring messages");
 
   /* The reader stopped at a message for receive 7, which was not posted. */
-  atomic_store(&c->lane_wait_seq, 7);
-  atomic_store(&c->lane_blocked, 1);
-  CHECK(tcp_peer_finished(c), "not finished, though the next message waits for a receive never posted");
+  atomic_store(&c->eager_rx_wait_seq, 7);
+  atomic_store(&c->eager_rx_blocked, 1);
+  CHECK(tcp_recv_peer_finished(c), "not finished, though the next message waits for a receive never posted");
 
   /* Receive 7 is posted now; the reader has not looked again. */
   atomic_store(&c->recv_seq, 8);
-  CHECK(!tcp_peer_finished(c), "finished before the reader saw the receive posted for its waiting message");
+  CHECK(!tcp_recv_peer_finished(c), "finished before the reader saw the receive posted for its waiting message");
 
   /* The control socket is at its end: nothing more can come. */
-  atomic_store(&c->ctrl_eof, 1);
-  CHECK(tcp_peer_finished(c), "not finished after the control socket closed");
+  atomic_store(&c->base.ctrl_eof, 1);
+  CHECK(tcp_recv_peer_finished(c), "not finished after the control socket closed");
 
   free(c);
   printf("test_peer_finished: %d checks, %d failed\n", checks, failures);

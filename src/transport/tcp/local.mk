@@ -6,15 +6,17 @@ libcollx_tcp_la_SOURCES = \
 	src/transport/transport.h \
 	src/transport/tcp/ops.c \
 	src/transport/tcp/handle.c src/transport/tcp/handle.h \
-	src/transport/tcp/tcp.h src/transport/tcp/tcp_internal.h \
+	src/transport/tcp/tcp.h \
 	src/transport/tcp/wire.c src/transport/tcp/wire.h \
 	src/transport/tcp/tcp_setup.c \
-	src/transport/tcp/tcp_data.c \
-	src/transport/tcp/tcp_ctrl.c \
-	src/transport/tcp/tcp_eager.c \
+	src/transport/tcp/comm.c src/transport/tcp/comm.h \
+	src/transport/tcp/send.c src/transport/tcp/send.h \
+	src/transport/tcp/recv.c src/transport/tcp/recv_ctrl.c src/transport/tcp/recv_entry.c src/transport/tcp/recv.h \
+	src/transport/tcp/watchdog.c \
+	src/transport/tcp/progress.h src/transport/tcp/progress_threads.c \
+	src/transport/tcp/engine.c src/transport/tcp/engine.h \
 	src/transport/tcp/match.c src/transport/tcp/match.h \
 	src/transport/tcp/sock.c src/transport/tcp/sock.h \
 	src/transport/tcp/stripe.c src/transport/tcp/stripe.h \
-	src/transport/tcp/pieces.c src/transport/tcp/pieces.h \
-	src/transport/tcp/engine.c src/transport/tcp/engine.h
+	src/transport/tcp/chunks.c src/transport/tcp/chunks.h
 libcollx_tcp_la_LIBADD = libcollx-topo.la

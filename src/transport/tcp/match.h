@@ -7,7 +7,7 @@
  * they come in.  Receiver: where an early message goes.  Both sides apply
  * one rule to an early message: it fills the first free entry with its tag
  * of the receive at the cursor, and the cursor moves past a receive once
- * every entry of it is taken (tcp_eager.c says why).  And the receiver's
+ * every entry of it is taken (send.c says why).  And the receiver's
  * policy for holding CTS records back (TCP_CTS_BATCH).
  *
  * No sockets, locks or logging: the transport calls these under the locks
@@ -156,7 +156,7 @@ static inline int match_hold_due(struct match_hold *h, size_t held) {
 }
 /* One receive fewer to announce at once. */
 void match_hold_spend(struct match_hold *h);
-/* The first piece of a message came on a data stream. */
+/* The first chunk of a message came on a data stream. */
 static inline void match_hold_stream_message(struct match_hold *h) {
   /* Only a store when it changes: stream threads call this per message. */
   if (atomic_load(&h->prompt) != TCP_CTS_PROMPT_RECEIVES) atomic_store(&h->prompt, TCP_CTS_PROMPT_RECEIVES);

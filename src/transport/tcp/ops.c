@@ -5,20 +5,13 @@
  */
 #include <stdatomic.h>
 
-#include "tcp_internal.h"
+#include "comm.h"
 #include "util/log.h"
 
 struct collx_config tcp_cfg;
 
-/* The data-path files read a few settings from globals of their own:
- * their setters take the values from tcp_cfg here, once. */
 static ncclResult_t ops_init(const struct collx_config *cfg) {
   tcp_cfg = *cfg;
-  tcp_ctrl_set_timeout(cfg->timeout_s);
-  tcp_set_spin_us(cfg->spin_us);
-  tcp_set_inline_recv(cfg->inline_recv);
-  tcp_set_eager_size(cfg->eager_size);
-  tcp_set_caller_progress(cfg->progress == COLLX_PROGRESS_CALLER);
   return ncclSuccess;
 }
 
@@ -28,12 +21,12 @@ static ncclResult_t ops_listen(const struct collx_device *dev, int dev_index, vo
 }
 
 static ncclResult_t ops_accept(void *listen_comm, void **recv_comm) {
-  return tcp_accept(listen_comm, (struct tcp_comm **)recv_comm);
+  return tcp_accept(listen_comm, (struct tcp_comm_base **)recv_comm);
 }
 
 static ncclResult_t ops_connect(const struct collx_device *dev, int dev_index, void *handle,
                                 const struct collx_conn_opts *opts, void **send_comm) {
-  return tcp_connect(dev, dev_index, handle, opts, (struct tcp_comm **)send_comm);
+  return tcp_connect(dev, dev_index, handle, opts, (struct tcp_comm_base **)send_comm);
 }
 
 static ncclResult_t ops_isend(void *send_comm, void *data, size_t size, int tag, void **request) {
@@ -60,7 +53,7 @@ static enum collx_obj_kind ops_kind(const void *p) {
   return COLLX_OBJ_NONE;
 }
 
-static int ops_comm_dev(const void *comm) { return ((const struct tcp_comm *)comm)->dev; }
+static int ops_comm_dev(const void *comm) { return ((const struct tcp_comm_base *)comm)->dev; }
 static int ops_live_threads(void) { return atomic_load(&tcp_live_threads); }
 
 const struct collx_transport collx_tcp_transport = {

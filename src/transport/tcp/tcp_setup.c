@@ -19,7 +19,9 @@
 #include <unistd.h>
 
 #include "sock.h"
-#include "tcp_internal.h"
+#include "comm.h"
+#include "recv.h"
+#include "send.h"
 #include "util/log.h"
 
 /* Half-open sockets a listener keeps; beyond this the oldest is dropped.
@@ -272,7 +274,7 @@ static int ctrl_hung_up(int fd) {
   return recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
-ncclResult_t tcp_accept(struct tcp_listen *l, struct tcp_comm **out) {
+ncclResult_t tcp_accept(struct tcp_listen *l, struct tcp_comm_base **out) {
   *out = NULL;
   accept_new(l);
   progress_pending(l);
@@ -299,8 +301,12 @@ ncclResult_t tcp_accept(struct tcp_listen *l, struct tcp_comm **out) {
       incoming_drop(in, "cannot confirm the connection", l->devname);
       return ncclSuccess;
     }
-    ncclResult_t res = tcp_comm_start(0, l->dev, l->devname, in->peer, in->ctrl_fd, in->nstreams,
-                                      in->fds, tcp_cfg.chunk_size, out);
+    struct tcp_comm_sockets sk = {.dev = l->dev, .devname = l->devname, .peer = in->peer,
+                                  .ctrl_fd = in->ctrl_fd, .nstreams = in->nstreams, .stream_fds = in->fds,
+                                  .max_chunk = tcp_cfg.chunk_size};
+    struct tcp_recv_comm *rc = NULL;
+    ncclResult_t res = tcp_recv_comm_start(&sk, &rc);
+    if (res == ncclSuccess) *out = &rc->base;
     if (res == ncclSuccess)
       COLLX_INFO(COLLX_LOG_NET | COLLX_LOG_INIT, "accepted connection from %s on %s with %d streams",
                  in->peer, l->devname, in->nstreams);
@@ -620,11 +626,11 @@ static int stream_step(const struct collx_device *dev, struct tcp_connecting *c,
                                       c->tclass);
     if (c->fds[i] < 0) goto failed;
     /* Streams of a merged device run over NICs of different speeds.  A
-     * socket that may queue megabytes takes its turn of pieces however
+     * socket that may queue megabytes takes its turn of chunks however
      * slowly its NIC drains them, and the fastest member then waits for
      * the slowest (caller progress split 1 and 3 Gb/s NICs 50/50 at half
-     * their sum; bench/NOTES.md).  With at most two pieces unsent per
-     * socket, a piece goes to whichever member has drained its last. */
+     * their sum; bench/NOTES.md).  With at most two chunks unsent per
+     * socket, a chunk goes to whichever member has drained its last. */
     if (dev->nmembers > 1) sock_limit_unsent(c->fds[i], 2 * tcp_cfg.chunk_size);
     sock_ack_deadline(c->fds[i], tcp_cfg.connect_timeout_s);
     c->shello[i] = (struct wire_hello){.magic = WIRE_MAGIC, .version = WIRE_VERSION,
@@ -674,7 +680,7 @@ int tcp_connect_forget(const void *owner) {
 }
 
 ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, struct collx_handle *h,
-                         const struct collx_conn_opts *opts, struct tcp_comm **out) {
+                         const struct collx_conn_opts *opts, struct tcp_comm_base **out) {
   *out = NULL;
   tcp_connect_reap();
   struct tcp_connecting *c = registry_find(h);
@@ -707,8 +713,12 @@ ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, struct c
     if (res == ncclSuccess && up) {
       sock_ack_deadline_off(c->ctrl_fd);
       for (int i = 0; i < c->nstreams; i++) sock_ack_deadline_off(c->fds[i]);
-      res = tcp_comm_start(1, dev_index, dev->name, c->peer_str, c->ctrl_fd, c->nstreams, c->fds,
-                           tcp_cfg.chunk_size, out);
+      struct tcp_comm_sockets sk = {.dev = dev_index, .devname = dev->name, .peer = c->peer_str,
+                                    .ctrl_fd = c->ctrl_fd, .nstreams = c->nstreams, .stream_fds = c->fds,
+                                    .max_chunk = tcp_cfg.chunk_size};
+      struct tcp_send_comm *sc = NULL;
+      res = tcp_send_comm_start(&sk, &sc);
+      if (res == ncclSuccess) *out = &sc->base;
       if (res == ncclSuccess)
         COLLX_INFO(COLLX_LOG_NET | COLLX_LOG_INIT, "connected to %s on %s with %d streams",
                    c->peer_str, dev->name, c->nstreams);

@@ -81,13 +81,13 @@ int wire_eager_check(const struct wire_eager *h, const char **why) {
   return 0;
 }
 
-int wire_piece_check(const struct wire_piece *h, uint64_t cap, const char **why) {
+int wire_chunk_check(const struct wire_chunk *h, uint64_t cap, const char **why) {
   if (h->magic != WIRE_MAGIC) {
-    *why = "stream out of sync (bad piece magic)";
+    *why = "stream out of sync (bad chunk magic)";
     return -1;
   }
-  if (h->flags == WIRE_PIECE_TRUNCATED) return 0;
-  if (h->flags == WIRE_PIECE_HEARTBEAT) {
+  if (h->flags == WIRE_CHUNK_TRUNCATED) return 0;
+  if (h->flags == WIRE_CHUNK_HEARTBEAT) {
     if (h->seq || h->idx || h->total || h->offset || h->len) {
       *why = "heartbeat with a payload";
       return -1;
@@ -95,12 +95,12 @@ int wire_piece_check(const struct wire_piece *h, uint64_t cap, const char **why)
     return 0;
   }
   if (h->flags) {
-    *why = "piece with unknown flags";
+    *why = "chunk with unknown flags";
     return -1;
   }
   /* Written so that no sum can wrap: offset + len <= total <= cap. */
   if (h->total > cap || h->offset > h->total || h->len > h->total - h->offset) {
-    *why = "piece outside the receive buffer";
+    *why = "chunk outside the receive buffer";
     return -1;
   }
   return 0;

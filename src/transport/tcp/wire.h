@@ -12,8 +12,8 @@
  * Data (receiver driven, as NCCL's grouped receives require): every irecv
  * sends a CTS record over the control socket naming its sequence number and
  * the (tag, size) of each buffer.  A send is matched to a CTS entry by tag
- * and is cut into pieces; each piece travels on whichever stream takes it
- * first, behind a PIECE header that says where in which receive it belongs.
+ * and is cut into chunks; each chunk travels on whichever stream takes it
+ * first, behind a CHUNK header that says where in which receive it belongs.
  * A receiver whose recent messages were all small holds its CTS records
  * back and writes them in batches (small messages need none); a sender that
  * needs one meanwhile asks with a CTS_WANTED record, and the receiver then
@@ -110,17 +110,17 @@ struct wire_eager {
 /* Largest eager message a receiver accepts, whatever the sender's setting. */
 #define WIRE_EAGER_MAX (256 * 1024)
 
-/* HEARTBEAT: sender to receiver on a data stream, between pieces, with
+/* HEARTBEAT: sender to receiver on a data stream, between chunks, with
  * seq, total, offset and len all 0: a sign of life that does not queue
  * behind an early eager message the receiver leaves unread on the control
  * socket until its receive is posted. */
-enum wire_piece_flags { WIRE_PIECE_TRUNCATED = 1, WIRE_PIECE_HEARTBEAT = 2 };
+enum wire_chunk_flags { WIRE_CHUNK_TRUNCATED = 1, WIRE_CHUNK_HEARTBEAT = 2 };
 
-/* Header before each piece of payload on a data stream. */
-struct wire_piece {
+/* Header before each chunk of payload on a data stream. */
+struct wire_chunk {
   uint16_t magic;
   uint8_t idx;         /* entry of the receive */
-  uint8_t flags;       /* enum wire_piece_flags */
+  uint8_t flags;       /* enum wire_chunk_flags */
   uint32_t seq;        /* receive sequence number */
   uint64_t total;      /* size of the whole message (the sender's size if TRUNCATED) */
   uint64_t offset;
@@ -129,7 +129,7 @@ struct wire_piece {
 
 _Static_assert(sizeof(struct wire_hello) == 24, "hello layout");
 _Static_assert(sizeof(struct wire_welcome) == 8 + 24 * COLLX_MAX_MEMBERS, "welcome layout");
-_Static_assert(sizeof(struct wire_piece) == 32, "piece layout");
+_Static_assert(sizeof(struct wire_chunk) == 32, "chunk layout");
 _Static_assert(sizeof(struct wire_ctrl) == 8 + 16 * COLLX_MAX_RECVS, "ctrl layout");
 _Static_assert(sizeof(struct wire_eager) == 24, "eager layout");
 
@@ -143,7 +143,7 @@ int wire_ctrl_check(const struct wire_ctrl *m, int to_sender, const char **why);
 /* The receiving side's check of an EAGER record's own fields (which
  * receive it lands in is checked where receives are known). */
 int wire_eager_check(const struct wire_eager *h, const char **why);
-/* cap: size of the receive buffer the piece names. */
-int wire_piece_check(const struct wire_piece *h, uint64_t cap, const char **why);
+/* cap: size of the receive buffer the chunk names. */
+int wire_chunk_check(const struct wire_chunk *h, uint64_t cap, const char **why);
 
 #endif

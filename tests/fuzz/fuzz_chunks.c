@@ -1,11 +1,11 @@
-/* libFuzzer target: sequences of pieces for one receive buffer
- * (src/transport/tcp/pieces.c), not single headers.
+/* libFuzzer target: sequences of chunks for one receive buffer
+ * (src/transport/tcp/chunks.c), not single headers.
  * Input: 1 byte of the message size in 256-byte units, then records of
  * 5 bytes: kind (stream / eager / truncated), offset and length in
  * 256-byte units.  The oracle keeps its own map of the bytes accepted:
  * no byte is accepted twice, nothing past the message, nothing after an
  * eager message or a TRUNCATED notice, and "whole" means every byte came. */
-#include "transport/tcp/pieces.h"
+#include "transport/tcp/chunks.h"
 #include "fuzz_common.h"
 
 #define UNIT 256
@@ -16,8 +16,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint64_t total = (uint64_t)units * UNIT;
   uint8_t *seen = calloc(total + 1, 1);
   if (!seen) return 0;
-  struct piece_track t = {0};
-  piece_track_reset(&t);
+  struct chunk_track t = {0};
+  chunk_track_reset(&t);
   int closed = 0; /* an eager message or a TRUNCATED notice was accepted */
   uint64_t accepted = 0;
   while (size >= 5) {
@@ -27,10 +27,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *why = NULL;
     int kind = rec[0] % 3, rc;
     if (kind == 0) {
-      if (off > total || len > total - off) continue; /* wire_piece_check refuses these first */
-      rc = piece_track_stream(&t, off, len, total, &why);
+      if (off > total || len > total - off) continue; /* wire_chunk_check refuses these first */
+      rc = chunk_track_stream(&t, off, len, total, &why);
       if (rc == 0) {
-        FUZZ_CHECK(!closed, "stream piece accepted after eager/TRUNCATED");
+        FUZZ_CHECK(!closed, "stream chunk accepted after eager/TRUNCATED");
         for (uint64_t b = off; b < off + len; b++) {
           FUZZ_CHECK(!seen[b], "byte %llu accepted twice", (unsigned long long)b);
           seen[b] = 1;
@@ -38,13 +38,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         accepted += len;
       }
     } else if (kind == 1) {
-      rc = piece_track_eager(&t, total, &why);
+      rc = chunk_track_eager(&t, total, &why);
       if (rc == 0) {
         FUZZ_CHECK(!closed && accepted == 0, "eager message accepted after other data");
         closed = 1;
       }
     } else {
-      rc = piece_track_truncated(&t, &why);
+      rc = chunk_track_truncated(&t, &why);
       if (rc == 0) {
         FUZZ_CHECK(!closed && accepted == 0, "TRUNCATED accepted after data");
         closed = 1;
@@ -54,9 +54,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK(t.claimed <= total, "claimed %llu of %llu bytes", (unsigned long long)t.claimed,
                (unsigned long long)total);
   }
-  if (piece_track_whole(&t))
+  if (chunk_track_whole(&t))
     for (uint64_t b = 0; b < total; b++) FUZZ_CHECK(seen[b], "whole, but byte %llu never came", (unsigned long long)b);
-  piece_track_free(&t);
+  chunk_track_free(&t);
   free(seen);
   return 0;
 }

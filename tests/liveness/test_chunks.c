@@ -1,17 +1,17 @@
 /*
- * Pieces checked against each other per receive buffer, end to end: a
+ * Chunks checked against each other per receive buffer, end to end: a
  * fake sender speaks the wire protocol on raw sockets (hello, welcome,
  * one data stream, READY), waits for the receiver's CTS, then sends
- * pieces that clash.  The receive must fail with ncclRemoteError and a
+ * chunks that clash.  The receive must fail with ncclRemoteError and a
  * WARN naming the peer, never complete.
  *
- * duplicate-piece:    [0,4K) of an 8 KiB message twice (the second half
+ * duplicate-chunk:    [0,4K) of an 8 KiB message twice (the second half
  *                     never sent)
  * empty-twice:        a grouped receive of two buffers; an empty message
  *                     for buffer 0, twice (buffer 1 gets nothing)
  * truncated-after-data: buffer 0 filled, then a TRUNCATED notice for it
  * eager-and-stream:   buffer 0 gets a 4 KiB eager message and a stream
- *                     piece [4K,8K) of an 8 KiB message
+ *                     chunk [4K,8K) of an 8 KiB message
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -81,8 +81,8 @@ static int fake_cts(struct fake *f, uint32_t *seq) {
 
 static char zeros[8192];
 
-static int fake_piece(struct fake *f, uint32_t seq, int idx, int flags, uint64_t total, uint64_t off, uint64_t len) {
-  struct wire_piece p = {.magic = WIRE_MAGIC, .idx = (uint8_t)idx, .flags = (uint8_t)flags, .seq = seq,
+static int fake_chunk(struct fake *f, uint32_t seq, int idx, int flags, uint64_t total, uint64_t off, uint64_t len) {
+  struct wire_chunk p = {.magic = WIRE_MAGIC, .idx = (uint8_t)idx, .flags = (uint8_t)flags, .seq = seq,
                          .total = total, .offset = off, .len = len};
   if (io_all(f->data, &p, sizeof p, 1)) return -1;
   return len ? io_all(f->data, zeros, (size_t)len, 1) : 0;
@@ -104,18 +104,18 @@ static int fake_sender(const char *handle, enum scenario sc, int from_parent) {
   int rc = 0;
   switch (sc) {
   case DUPLICATE:
-    rc = fake_piece(&f, seq, 0, 0, 8192, 0, 4096) || fake_piece(&f, seq, 0, 0, 8192, 0, 4096);
+    rc = fake_chunk(&f, seq, 0, 0, 8192, 0, 4096) || fake_chunk(&f, seq, 0, 0, 8192, 0, 4096);
     break;
   case EMPTY_TWICE:
-    rc = fake_piece(&f, seq, 0, 0, 0, 0, 0) || fake_piece(&f, seq, 0, 0, 0, 0, 0);
+    rc = fake_chunk(&f, seq, 0, 0, 0, 0, 0) || fake_chunk(&f, seq, 0, 0, 0, 0, 0);
     break;
   case TRUNCATED_AFTER:
-    rc = fake_piece(&f, seq, 0, 0, 4096, 0, 4096) || fake_piece(&f, seq, 0, WIRE_PIECE_TRUNCATED, 9999, 0, 0);
+    rc = fake_chunk(&f, seq, 0, 0, 4096, 0, 4096) || fake_chunk(&f, seq, 0, WIRE_CHUNK_TRUNCATED, 9999, 0, 0);
     break;
   case EAGER_AND_STREAM:
     rc = fake_eager(&f, seq, 0, 4096);
     sleep_s(0.05); /* the eager message lands first */
-    rc = rc || fake_piece(&f, seq, 0, 0, 8192, 4096, 4096);
+    rc = rc || fake_chunk(&f, seq, 0, 0, 8192, 4096, 4096);
     break;
   }
   char cue;
@@ -148,7 +148,7 @@ static int run(enum scenario sc, int nbufs) {
   int st = 0;
   waitpid(child, &st, 0);
   LV_REQUIRE(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fake sender failed (%d)", WEXITSTATUS(st));
-  LV_REQUIRE(r != ncclSuccess, "the receive completed (%.3f s) though its pieces clash", took);
+  LV_REQUIRE(r != ncclSuccess, "the receive completed (%.3f s) though its chunks clash", took);
   LV_REQUIRE(r == ncclRemoteError, "the receive failed with %d, not ncclRemoteError", r);
   sleep_s(0.1); /* the thread that found the clash may still be writing its WARN */
   LV_REQUIRE(lv_warned("127.0.0.1:"), "no WARN naming the peer");
@@ -158,14 +158,14 @@ static int run(enum scenario sc, int nbufs) {
   return 0;
 }
 
-static int duplicate_piece(void) { return run(DUPLICATE, 1); }
+static int duplicate_chunk(void) { return run(DUPLICATE, 1); }
 static int empty_twice(void) { return run(EMPTY_TWICE, 2); }
 static int truncated_after_data(void) { return run(TRUNCATED_AFTER, 2); }
 static int eager_and_stream(void) { return run(EAGER_AND_STREAM, 2); }
 
 int main(int argc, char **argv) {
   static const struct lv_case cases[] = {
-      {"duplicate-piece", duplicate_piece, 10, 1},
+      {"duplicate-chunk", duplicate_chunk, 10, 1},
       {"empty-twice", empty_twice, 10, 1},
       {"truncated-after-data", truncated_after_data, 10, 1},
       {"eager-and-stream", eager_and_stream, 10, 1},

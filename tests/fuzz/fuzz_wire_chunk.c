@@ -1,6 +1,6 @@
-/* libFuzzer target: wire_piece_check (src/transport/tcp/wire.c).
- * Input: 8 bytes of the receive buffer's capacity, then the piece header.
- * The property that matters: an accepted (non-truncated) piece lies inside
+/* libFuzzer target: wire_chunk_check (src/transport/tcp/wire.c).
+ * Input: 8 bytes of the receive buffer's capacity, then the chunk header.
+ * The property that matters: an accepted (non-truncated) chunk lies inside
  * the buffer, computed without overflow. */
 #include "transport/tcp/wire.h"
 #include "fuzz_common.h"
@@ -8,24 +8,24 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint64_t cap = 0;
   fuzz_take(&cap, sizeof cap, &data, &size);
-  struct wire_piece *h = malloc(sizeof *h);
+  struct wire_chunk *h = malloc(sizeof *h);
   if (!h) return 0;
   fuzz_take(h, sizeof *h, &data, &size);
-  struct wire_piece in = *h;
+  struct wire_chunk in = *h;
   const char *why = NULL;
-  int rc = wire_piece_check(h, cap, &why);
+  int rc = wire_chunk_check(h, cap, &why);
   FUZZ_CHECK(memcmp(h, &in, sizeof in) == 0, "the check modified the record");
   FUZZ_CHECK(rc == 0 || rc == -1, "returned %d", rc);
   unsigned __int128 end = (unsigned __int128)in.offset + in.len;
   int inside = end <= in.total && in.total <= cap;
-  int heartbeat = in.flags == WIRE_PIECE_HEARTBEAT && !in.seq && !in.idx && !in.total && !in.offset && !in.len;
-  int expect_ok = in.magic == WIRE_MAGIC && (in.flags == WIRE_PIECE_TRUNCATED || heartbeat || (in.flags == 0 && inside));
+  int heartbeat = in.flags == WIRE_CHUNK_HEARTBEAT && !in.seq && !in.idx && !in.total && !in.offset && !in.len;
+  int expect_ok = in.magic == WIRE_MAGIC && (in.flags == WIRE_CHUNK_TRUNCATED || heartbeat || (in.flags == 0 && inside));
   FUZZ_CHECK((rc == 0) == expect_ok,
              "returned %d for flags %#x offset %llu len %llu total %llu cap %llu", rc, in.flags,
              (unsigned long long)in.offset, (unsigned long long)in.len, (unsigned long long)in.total,
              (unsigned long long)cap);
   if (rc == 0 && in.flags == 0)
-    FUZZ_CHECK(end <= cap, "accepted a piece ending at %llu in a %llu-byte buffer",
+    FUZZ_CHECK(end <= cap, "accepted a chunk ending at %llu in a %llu-byte buffer",
                (unsigned long long)(in.offset + in.len), (unsigned long long)cap);
   if (rc != 0) fuzz_check_why(why);
   free(h);

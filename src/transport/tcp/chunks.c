@@ -1,0 +1,148 @@
+#include "chunks.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "stripe.h"
+
+void chunk_track_reset(struct chunk_track *t) {
+  free(t->more);
+  memset(t, 0, sizeof *t);
+}
+
+void chunk_track_free(struct chunk_track *t) {
+  /* Emptied whole: a late chunk for a finished receive must find no
+   * bitmap size without its bitmap. */
+  chunk_track_reset(t);
+}
+
+static uint64_t *chunk_bits(struct chunk_track *t) { return t->more ? t->more : t->bits; }
+
+/* Size the bitmap once the stride is known. */
+static int chunk_bits_init(struct chunk_track *t, const char **why) {
+  uint64_t n = (t->total + t->stride - 1) / t->stride;
+  t->nbits = (size_t)n;
+  if (n <= CHUNK_INLINE_BITS) return 0;
+  t->more = calloc((size_t)(n + 63) / 64, sizeof(uint64_t));
+  if (!t->more) {
+    *why = "out of memory tracking the chunks of a message";
+    return -1;
+  }
+  return 0;
+}
+
+/* Claim chunk number k; -1 when it was claimed before. */
+static int chunk_claim(struct chunk_track *t, uint64_t k, uint64_t len, const char **why) {
+  uint64_t *bits = chunk_bits(t);
+  uint64_t mask = 1ull << (k % 64);
+  if (bits[k / 64] & mask) {
+    *why = "chunk arrived twice (overlapping chunks)";
+    return -1;
+  }
+  bits[k / 64] |= mask;
+  t->claimed += len;
+  return 0;
+}
+
+/* The last chunk, checked and claimed once the stride is known. */
+static int chunk_claim_final(struct chunk_track *t, const char **why) {
+  if (t->final_off % t->stride || t->final_len > t->stride) {
+    *why = "last chunk does not line up with the others";
+    return -1;
+  }
+  return chunk_claim(t, t->final_off / t->stride, t->final_len, why);
+}
+
+static int chunk_stream(struct chunk_track *t, uint64_t offset, uint64_t len, uint64_t total,
+                        const char **why) {
+  if (t->kind == CHUNK_EAGER || t->kind == CHUNK_TRUNCATED) {
+    *why = t->kind == CHUNK_EAGER ? "chunk on a data stream for a buffer an eager message filled"
+                                  : "chunk for a buffer the sender said does not fit";
+    return -1;
+  }
+  if (t->kind == CHUNK_STREAM && total != t->total) {
+    *why = "chunks of one message name different sizes";
+    return -1;
+  }
+  if (len == 0 && total != 0) {
+    *why = "empty chunk of a non-empty message";
+    return -1;
+  }
+  if (t->kind == CHUNK_NONE) {
+    t->kind = CHUNK_STREAM;
+    t->total = total;
+  }
+  int last = offset + len == total;
+  if (last && offset == 0) { /* the whole message in one chunk */
+    if (t->claimed || t->final_seen || t->stride) {
+      *why = "whole-message chunk after other chunks of it";
+      return -1;
+    }
+    t->stride = len ? len : 1;
+    t->nbits = 1;
+    return chunk_claim(t, 0, len, why);
+  }
+  if (last && !t->stride) {
+    if (t->final_seen) {
+      *why = "last chunk arrived twice";
+      return -1;
+    }
+    t->final_seen = 1;
+    t->final_off = offset;
+    t->final_len = len;
+    return 0;
+  }
+  if (!last && !t->stride) {
+    if (len % COLLX_STRIPE_ALIGN) {
+      *why = "chunk length is not a multiple of the stripe alignment";
+      return -1;
+    }
+    t->stride = len;
+    if (chunk_bits_init(t, why) != 0) return -1;
+    if (t->final_seen && chunk_claim_final(t, why) != 0) return -1;
+  }
+  if (offset % t->stride || (!last && len != t->stride) || (last && len > t->stride) ||
+      offset / t->stride >= t->nbits) {
+    *why = "chunk does not line up with the message's other chunks";
+    return -1;
+  }
+  return chunk_claim(t, offset / t->stride, len, why);
+}
+
+int chunk_track_stream(struct chunk_track *t, uint64_t offset, uint64_t len, uint64_t total,
+                       const char **why) {
+  if (t->refused) {
+    *why = "chunk for a buffer whose chunks already clashed";
+    return -1;
+  }
+  int rc = chunk_stream(t, offset, len, total, why);
+  if (rc != 0) t->refused = 1;
+  return rc;
+}
+
+int chunk_track_eager(struct chunk_track *t, uint64_t size, const char **why) {
+  if (t->refused || t->kind != CHUNK_NONE) {
+    t->refused = 1;
+    *why = t->kind == CHUNK_EAGER ? "two eager messages for one buffer"
+                                  : "eager message for a buffer that data streams fill";
+    return -1;
+  }
+  t->kind = CHUNK_EAGER;
+  t->total = size;
+  t->claimed = size;
+  return 0;
+}
+
+int chunk_track_truncated(struct chunk_track *t, const char **why) {
+  if (t->refused || t->kind != CHUNK_NONE) {
+    t->refused = 1;
+    *why = "TRUNCATED notice for a buffer that data already went to";
+    return -1;
+  }
+  t->kind = CHUNK_TRUNCATED;
+  return 0;
+}
+
+int chunk_track_whole(const struct chunk_track *t) {
+  return !t->refused && t->kind == CHUNK_STREAM && t->stride && t->claimed == t->total;
+}

@@ -1,0 +1,235 @@
+/*
+ * What a send comm and a receive comm both own: the sockets, the error,
+ * liveness, the counters, and the control socket's record buffers.  The
+ * role types (send.h, recv.h) embed `struct tcp_comm_base` as their first
+ * member, so a base pointer is also a pointer to its role's struct.
+ *
+ * Error convention inside the transport:
+ *  - the functions core calls (tcp.h) return ncclResult_t;
+ *  - an internal function that can fail the comm records the failure with
+ *    tcp_comm_fail()/tcp_comm_failf() first, then returns int: 0 done,
+ *    -1 failed (the comm's error says why: an I/O error, or a peer that
+ *    broke the protocol); where a function also returns a positive value,
+ *    its comment says what it means;
+ *  - socket helpers (sock.h) return enum sock_io, which their caller turns
+ *    into a failure (tcp_io_reason names it).
+ * Nobody but tcp_comm_error() turns a comm's error into an ncclResult_t for
+ * core.
+ */
+#ifndef COLLX_TCP_COMM_H
+#define COLLX_TCP_COMM_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sock.h"
+#include "tcp.h"
+#include "util/list.h"
+#include "wire.h"
+
+#define TCP_MAX_STREAMS 16
+
+/* Control records a comm holds unwritten: every receive's CTS and a
+ * heartbeat, with room to spare. */
+#define TCP_CTRL_TX_RECORDS (COLLX_MAX_REQUESTS + 2)
+/* Control bytes read and not yet parsed: records, or an eager header and
+ * the start of its payload. */
+#define TCP_CTRL_RX_BYTES ((COLLX_MAX_REQUESTS + 2) * sizeof(struct wire_ctrl))
+
+#define TCP_HEARTBEAT_INTERVAL_S 1.0
+
+/* Type tags at the start of every object handed to NCCL, so that a wrong or
+ * stale pointer is recognised instead of being used. */
+enum tcp_magic {
+  TCP_MAGIC_LISTEN = 0x4c43584cu,
+  TCP_MAGIC_SEND = 0x53435853u,
+  TCP_MAGIC_RECV = 0x52435852u,
+  TCP_MAGIC_REQ = 0x51435851u,
+  TCP_MAGIC_DEAD = 0xdeaddeadu,
+};
+
+enum tcp_req_state { REQ_FREE = 0, REQ_ACTIVE = 1 };
+
+struct tcp_comm_base;
+struct tcp_pass;
+
+/* What every request starts with; the role's request type (send.h,
+ * recv.h) embeds it first. */
+struct tcp_req {
+  uint32_t magic;
+  int state;              /* enum tcp_req_state, owned by the caller's thread */
+  struct tcp_comm_base *comm;
+  uint32_t seq;
+  _Atomic int error;      /* ncclResult_t for this request */
+};
+
+/* One data stream.  What it carries in progress is the role's
+ * (tcp_send_stream, tcp_recv_stream, at the same index). */
+struct tcp_stream {
+  int fd;
+  int index;
+  struct tcp_comm_base *comm;
+  pthread_mutex_t lock;   /* serialises I/O on fd and the role's state of the stream */
+  atomic_int eof;         /* the peer closed this stream between chunks */
+  /* The threads driver (progress_threads.c) */
+  pthread_t thread;
+  int thread_started;
+  /* COLLX_INLINE_RECV: the thread parks (does not watch the socket) while
+   * the caller polls test(); the caller wakes it for a large chunk. */
+  atomic_int parked;
+  atomic_int bulk_wanted;
+};
+
+/* What differs by role, filled by send.c and recv.c, so that the shared
+ * code (watchdog, close, test) reaches the role without naming it. */
+struct tcp_comm_role {
+  const char *name;       /* "send" or "receive", for messages */
+  int sends;              /* its streams write chunks */
+  /* The watchdog's tick: heartbeats, held control records, and what no
+   * thread of its own reads. */
+  void (*watch)(struct tcp_comm_base *c, double now);
+  /* Read what has arrived on the control socket (trylock: never waits). */
+  void (*drain)(struct tcp_comm_base *c);
+  /* One non-blocking pass over one of its streams: an enum tcp_want
+   * (progress.h). */
+  int (*serve)(struct tcp_stream *s, struct tcp_pass *pass);
+  ncclResult_t (*test)(struct tcp_req *r, int *done, size_t *sizes);
+  void (*close)(struct tcp_comm_base *c);
+};
+
+/* Where a new comm's sockets come from (connection setup). */
+struct tcp_comm_sockets {
+  int dev;
+  const char *devname, *peer;
+  int ctrl_fd;
+  int nstreams;
+  const int *stream_fds;
+  size_t max_chunk;       /* COLLX_CHUNK_SIZE */
+};
+
+struct tcp_comm_base {
+  uint32_t magic;         /* TCP_MAGIC_SEND / TCP_MAGIC_RECV */
+  const struct tcp_comm_role *role;
+  int dev;
+  unsigned serial;        /* this comm's number among its device's comms */
+  char peer[64];          /* peer address, for messages */
+  char devname[128];
+  int ctrl_fd;
+  int nstreams;
+  struct tcp_stream streams[TCP_MAX_STREAMS];
+  atomic_int stop;
+  _Atomic int error;      /* first fatal error: every request fails with it */
+  atomic_int fail_claimed;   /* the first failure writes error_what */
+  atomic_int error_reported;
+  atomic_int active_reqs;   /* requests in flight: is a failure worth a WARN? */
+  char error_what[128];     /* why the comm failed, for a late WARN */
+  int driven;               /* attached to the progress driver */
+  /* The threads driver's wake-ups: new send work (wake_gen), close,
+   * failure, a parked stream wanted for bulk. */
+  pthread_mutex_t wake_lock;
+  pthread_cond_t wake_cond;
+  atomic_uint wake_gen;
+  /* Incoming control bytes (ctrl_rx_lock, each role parses its own) */
+  pthread_mutex_t ctrl_rx_lock;
+  char ctrl_rx[TCP_CTRL_RX_BYTES];
+  size_t ctrl_rx_done;
+  /* Outgoing control records the socket has not taken yet (ctrl_tx_lock) */
+  pthread_mutex_t ctrl_tx_lock;
+  char ctrl_tx[TCP_CTRL_TX_RECORDS * sizeof(struct wire_ctrl)];
+  size_t ctrl_tx_len, ctrl_tx_done;
+  double last_sent;           /* control heartbeat (ctrl_tx_lock) */
+  /* The last time the peer was heard: bytes read from any of its sockets
+   * (never bytes left unread, which may be old). */
+  _Atomic double last_heard;
+  atomic_int ctrl_eof;        /* control socket closed between records */
+  struct collx_list wd_node;
+  int watched;                /* registered with the watchdog */
+  /* COLLX_TIMELINE builds (util/timeline.h): the connection's key */
+  uint32_t tl_key;
+  /* What the comm did, logged at close (INFO): the caller's thread only. */
+  struct {
+    uint64_t messages, bytes;
+  } stats;
+};
+
+extern atomic_int tcp_live_threads;
+
+/* ---- lifetime (comm.c) ---------------------------------------------------- */
+
+/* Fill the base of a zeroed comm from its sockets (which it then owns).
+ * 0, or -1 with nothing to undo but freeing the memory (the fds are
+ * closed). */
+int tcp_comm_base_init(struct tcp_comm_base *c, uint32_t magic, const struct tcp_comm_role *role,
+                       const struct tcp_comm_sockets *sk);
+/* Hand the comm's streams to the progress driver (unless the caller
+ * drives them) and register it with the watchdog.  0, or -1: the caller
+ * closes the comm. */
+int tcp_comm_base_start(struct tcp_comm_base *c);
+/* Stop everything that runs for the comm, close its sockets and destroy
+ * its locks; the role's state is the role's to release first or after. */
+void tcp_comm_base_stop(struct tcp_comm_base *c);
+/* Mark the comm dead and keep its memory a while (tcp_quarantine). */
+void tcp_comm_base_bury(struct tcp_comm_base *c);
+/* Close fds a comm was never built from. */
+void tcp_close_fds(int ctrl_fd, int n, const int *fds);
+
+/* Closed objects are kept, marked dead, for a while before their memory is
+ * released, so that a second close or a test on a request of a closed comm
+ * reads a dead magic and gets a clear error instead of touching freed
+ * memory. */
+void tcp_quarantine(void *obj, void (*release)(void *));
+
+/* Release connects NCCL has stopped calling (tcp_setup.c); cheap, called
+ * from connect, listen close and comm close. */
+void tcp_connect_reap(void);
+
+/* Requests: a role's pool entry taken (state, error, the comm's count) or
+ * given back. */
+void tcp_req_activate(struct tcp_req *r);
+void tcp_req_retire(struct tcp_req *r);
+
+/* ---- errors (comm.c) ------------------------------------------------------ */
+
+void tcp_comm_fail(struct tcp_comm_base *c, ncclResult_t res, const char *what);
+__attribute__((format(printf, 3, 4))) void tcp_comm_failf(struct tcp_comm_base *c, ncclResult_t res,
+                                                          const char *fmt, ...);
+/* The comm's error for a caller, reported now if it was not yet. */
+ncclResult_t tcp_comm_error(struct tcp_comm_base *c);
+int tcp_comm_failed(const struct tcp_comm_base *c);
+const char *tcp_io_reason(int io);
+/* Wake what waits for the comm (failure, close): through the driver. */
+void tcp_comm_wake(struct tcp_comm_base *c);
+
+/* ---- the control socket (comm.c) ------------------------------------------ */
+
+/* Append a record to those not yet written (ctrl_tx_lock).  -1 when they
+ * fill the buffer (the peer has stopped reading). */
+int tcp_ctrl_queue(struct tcp_comm_base *c, const struct wire_ctrl *m);
+/* Records queued and not yet written (ctrl_tx_lock). */
+size_t tcp_ctrl_held(const struct tcp_comm_base *c);
+/* Write queued records (ctrl_tx_lock); SOCK_IO_DONE once none is left. */
+enum sock_io tcp_ctrl_write_records(struct tcp_comm_base *c);
+/* Queue a heartbeat if one is due (ctrl_tx_lock, nothing else pending). */
+void tcp_ctrl_queue_heartbeat(struct tcp_comm_base *c, double now);
+/* Bytes arrived from the peer: it is alive. */
+void tcp_comm_heard(struct tcp_comm_base *c);
+
+/* ---- clocks (comm.c) ------------------------------------------------------ */
+
+double tcp_now(void);
+/* Timed waits run on CLOCK_MONOTONIC, so that a step of the wall clock
+ * neither stalls a wait nor ends it early: condition variables are made
+ * with tcp_cond_init, and their deadlines with tcp_deadline_in (`seconds`
+ * from now). */
+int tcp_cond_init(pthread_cond_t *cond);
+struct timespec;
+void tcp_deadline_in(struct timespec *ts, double seconds);
+
+/* ---- the watchdog (watchdog.c) -------------------------------------------- */
+
+int tcp_watchdog_add(struct tcp_comm_base *c);
+void tcp_watchdog_remove(struct tcp_comm_base *c);
+
+#endif

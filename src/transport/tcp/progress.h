@@ -1,0 +1,48 @@
+/*
+ * The seam between the data streams and whatever drives them.
+ *
+ * Each stream's work is a non-blocking pass (tcp_stream_serve); a driver
+ * decides when to run it: today one thread per stream
+ * (progress_threads.c).  With COLLX_PROGRESS=caller no driver is attached
+ * and the caller's isend/test run the passes (send.c, recv.c).
+ */
+#ifndef COLLX_TCP_PROGRESS_H
+#define COLLX_TCP_PROGRESS_H
+
+#include "comm.h"
+
+/* What a stream waits for after a pass. */
+enum tcp_want { TCP_WANT_READ, TCP_WANT_WRITE, TCP_WANT_WORK, TCP_WANT_NOTHING };
+struct tcp_stream;
+/* One non-blocking pass over a stream: a receive stream reads what has
+   arrived, a send stream writes queued chunks until the socket is full or
+   the queue is empty.  Takes the stream's lock itself (a receive stream
+   with trylock, stepping aside when a caller holds it). Returns what to
+   wait for next: READ (receive: socket dry), WRITE (send: socket full),
+   WORK (send: queue empty), NOTHING (stream finished: eof, comm failed or
+   stopped). */
+enum tcp_want tcp_stream_serve(struct tcp_stream *s);
+int tcp_stream_fd(const struct tcp_stream *s);
+int tcp_stream_is_send(const struct tcp_stream *s);
+
+/* What one pass did, for a driver that adapts to it (the threads driver
+ * spins after data, steps aside for a caller, parks while one polls). */
+struct tcp_pass {
+  int moved;   /* bytes went through the socket */
+  int busy;    /* a caller held the stream: nothing was done */
+  int bulk;    /* receive: in the middle of a chunk too large for a polling caller */
+};
+/* tcp_stream_serve, saying what the pass did. */
+enum tcp_want tcp_stream_serve_pass(struct tcp_stream *s, struct tcp_pass *pass);
+
+/* The driver of the streams (threads today), chosen at init. */
+struct tcp_progress_ops {
+  const char *name;
+  int (*attach)(struct tcp_comm_base *c);  /* start driving c's streams; 0 or -1 (nothing left attached) */
+  void (*kick)(struct tcp_comm_base *c);   /* send work was queued for c's streams */
+  void (*detach)(struct tcp_comm_base *c); /* synchronous: on return nothing drives c's streams */
+};
+extern const struct tcp_progress_ops tcp_progress_threads; /* one thread per stream (today's) */
+extern const struct tcp_progress_ops *tcp_progress;        /* the driver in use */
+
+#endif

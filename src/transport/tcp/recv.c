@@ -1,0 +1,474 @@
+/*
+ * The receive role: irecv, the data streams' reader, test, close.
+ *
+ * irecv publishes the receive by its sequence number and sends its CTS
+ * (recv_ctrl.c).  Chunks arrive on whichever stream the sender's stream
+ * took them to: a chunk header names its receive, entry and place, and the
+ * reader checks it (recv_entry.c) before reading the payload straight into
+ * the buffer.  The streams are read by the progress driver (progress.h);
+ * with COLLX_INLINE_RECV a caller polling test() reads small chunks itself
+ * while the driver's threads stay parked, and with COLLX_PROGRESS=caller
+ * the caller's test reads every stream.  Eager messages are read from the
+ * control socket by test (recv_ctrl.c).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "progress.h"
+#include "recv.h"
+#include "topo/topo.h"
+#include "util/log.h"
+#include "util/timeline.h"
+
+/* Bytes read beyond the current chunk into the staging buffer: the next
+ * header and a small payload come in the same recv, while most of a large
+ * payload goes straight to its receive buffer. */
+#define TCP_RX_LOOKAHEAD 4096
+
+
+static struct tcp_recv_comm *recv_comm_of(struct tcp_comm_base *b) { return (struct tcp_recv_comm *)b; }
+static struct tcp_recv_req *recv_req_of(struct tcp_req *r) { return (struct tcp_recv_req *)r; }
+
+/* ---- chunks from the data streams ------------------------------------------ */
+
+/* A heartbeat between chunks: checked, and counted as heard.  0, or -1
+ * after failing the comm. */
+static int accept_heartbeat(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
+  const char *bad = NULL;
+  if (wire_chunk_check(&t->hdr, 0, &bad) != 0) {
+    tcp_comm_fail(&c->base, ncclRemoteError, bad);
+    return -1;
+  }
+  t->req = NULL;
+  return 0;
+}
+
+/* A chunk header arrived: find its receive and check it fits.  0, or -1
+ * after failing the comm (the peer broke the protocol). */
+static int accept_header(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
+  struct wire_chunk *h = &t->hdr;
+  struct tcp_recv_req *r = NULL;
+  if (h->magic == WIRE_MAGIC && h->flags == WIRE_CHUNK_HEARTBEAT) return accept_heartbeat(c, t);
+  if (h->magic == WIRE_MAGIC) r = tcp_recv_posted(c, h->seq);
+  if (h->magic == WIRE_MAGIC && (!r || h->idx >= r->n)) {
+    tcp_comm_failf(&c->base, ncclRemoteError, "chunk for receive %u/%u that was never posted", h->seq, h->idx);
+    return -1;
+  }
+  const char *bad = NULL;
+  if (wire_chunk_check(h, r ? r->e[h->idx].cap : 0, &bad) != 0) {
+    tcp_comm_failf(&c->base, ncclRemoteError, "%s: [%llu,+%llu) of %llu bytes", bad,
+                   (unsigned long long)h->offset, (unsigned long long)h->len, (unsigned long long)h->total);
+    return -1;
+  }
+  struct tcp_entry *e = &r->e[h->idx];
+  enum chunk_kind kind = h->flags & WIRE_CHUNK_TRUNCATED ? CHUNK_TRUNCATED : CHUNK_STREAM;
+  if (tcp_entry_claim(c, r, h->idx, kind, h->offset, h->len, h->total) != 0) return -1;
+  if (h->flags & WIRE_CHUNK_TRUNCATED) {
+    tcp_entry_truncated(c, r, h->idx, h->total);
+    t->req = NULL;
+    return 0;
+  }
+  atomic_store_explicit(&e->total, (int64_t)h->total, memory_order_release);
+  /* Messages come on the streams: CTS records go out at once again. */
+  if (h->offset == 0) match_hold_stream_message(&c->hold);
+  t->req = r;
+  t->done = 0;
+  if (h->len == 0) {
+    tcp_entry_account(r, h->idx, 0);
+    t->req = NULL;
+  }
+  return 0;
+}
+
+/* Payload still owed to the current chunk, served from the staging buffer
+ * first.  1 when the chunk is complete. */
+static int copy_staged(struct tcp_recv_stream *t) {
+  struct wire_chunk *h = &t->hdr;
+  struct tcp_entry *e = &t->req->e[h->idx];
+  size_t want = h->len - t->done;
+  size_t have = t->stage_len - t->stage_pos;
+  size_t n = want < have ? want : have;
+  memcpy(e->buf + h->offset + t->done, t->stage + t->stage_pos, n);
+  t->stage_pos += n;
+  t->done += n;
+  return t->done == h->len;
+}
+
+static void chunk_finish(struct tcp_recv_stream *t) {
+  tcp_entry_account(t->req, t->hdr.idx, t->hdr.len);
+  t->req = NULL;
+}
+
+/* Parse what is staged: 1 when something was consumed, 0 when the staged
+ * bytes are used up (or hold less than a header), -1 after failing the
+ * comm. */
+static int parse_staged(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
+  if (!t->req && t->stage_len - t->stage_pos >= sizeof t->hdr) {
+    memcpy(&t->hdr, t->stage + t->stage_pos, sizeof t->hdr);
+    t->stage_pos += sizeof t->hdr;
+    return accept_header(c, t) != 0 ? -1 : 1;
+  }
+  if (t->req && t->stage_pos < t->stage_len) {
+    if (copy_staged(t)) chunk_finish(t);
+    return 1;
+  }
+  return 0;
+}
+
+/* Read the rest of a small chunk and a little beyond it into the staging
+ * buffer: enough for the next header and a small payload in the same
+ * call, but not so much of a large payload that it would be copied twice.
+ * *got: bytes arrived. */
+static enum sock_io read_staged(struct tcp_stream *s, struct tcp_recv_stream *t, size_t owed, size_t *got) {
+  if (t->stage_pos > 0) {
+    memmove(t->stage, t->stage + t->stage_pos, t->stage_len - t->stage_pos);
+    t->stage_len -= t->stage_pos;
+    t->stage_pos = 0;
+  }
+  size_t want = t->stage_len + owed + TCP_RX_LOOKAHEAD;
+  if (want > TCP_STAGE_SIZE) want = TCP_STAGE_SIZE;
+  size_t before = t->stage_len;
+  enum sock_io io = sock_recv_once(s->fd, t->stage, want, &t->stage_len);
+  *got = t->stage_len - before;
+  /* A short read means the socket is dry. */
+  if (*got && t->stage_len < want) return SOCK_IO_AGAIN;
+  return *got ? SOCK_IO_DONE : io;
+}
+
+/* The stream is in the middle of a chunk too large for the caller. */
+static int in_bulk(const struct tcp_recv_stream *t) {
+  return t->req && t->hdr.len - t->done >= TCP_STAGE_SIZE / 2;
+}
+
+/* How a read ended, judged: 0 to go on, -1 to stop (dry, closed between
+ * chunks, or after failing the comm). */
+static int read_ended(struct tcp_stream *s, struct tcp_recv_stream *t, enum sock_io io) {
+  struct tcp_recv_comm *c = recv_comm_of(s->comm);
+  if (io == SOCK_IO_DONE) return 0;
+  if (io == SOCK_IO_AGAIN) return -1;
+  if (io == SOCK_IO_EOF && !t->req && t->stage_pos == t->stage_len) {
+    /* Closed between chunks: what came before it stays good. */
+    if (!atomic_exchange(&s->eof, 1)) atomic_fetch_add(&c->streams_eof, 1);
+    return -1;
+  }
+  tcp_comm_fail(&c->base, ncclRemoteError,
+                io == SOCK_IO_EOF ? "connection closed by peer in the middle of a message" : tcp_io_reason(io));
+  return -1;
+}
+
+/* Make progress on the stream without blocking: parse what is staged, read
+ * more.  Small chunks arrive with their header in one recv into the
+ * staging buffer; the bulk of a large chunk goes straight from the socket
+ * into the receive buffer.  Returns 1 if any byte arrived.  Caller holds
+ * s->lock. */
+static int read_stream_once(struct tcp_stream *s, int small_only) {
+  struct tcp_recv_comm *c = recv_comm_of(s->comm);
+  struct tcp_recv_stream *t = &c->rx[s->index];
+  int progress = 0, dry = 0;
+  if (atomic_load(&s->eof)) return 0;
+  while (!tcp_comm_failed(&c->base)) {
+    int parsed = parse_staged(c, t);
+    if (parsed < 0) return progress;
+    if (parsed > 0) continue;
+    if (dry) return progress;
+    size_t owed = t->req ? t->hdr.len - t->done : 0;
+    /* Bulk is the driver's work: a caller reading inline stops at a large
+     * chunk and goes back to NCCL's other requests. */
+    if (owed >= TCP_STAGE_SIZE / 2 && small_only) return progress;
+    enum sock_io io;
+    if (owed >= TCP_STAGE_SIZE / 2) {
+      size_t before = t->done;
+      io = sock_recv_some(s->fd, t->req->e[t->hdr.idx].buf + t->hdr.offset, t->hdr.len, &t->done);
+      progress |= t->done > before;
+      if (io == SOCK_IO_DONE) chunk_finish(t);
+    } else {
+      size_t got = 0;
+      io = read_staged(s, t, owed, &got);
+      if (got) {
+        /* Parse what came, and do not ask again only to hear EAGAIN when
+         * the read was short. */
+        progress = 1;
+        dry = io == SOCK_IO_AGAIN;
+        continue;
+      }
+    }
+    if (read_ended(s, t, io) != 0) return progress;
+  }
+  return progress;
+}
+
+/* Bytes from the peer on any socket mean it is alive (the watchdog). */
+static int read_stream(struct tcp_stream *s, int small_only) {
+  int got = read_stream_once(s, small_only);
+  if (got) tcp_comm_heard(s->comm);
+  return got;
+}
+
+static int recv_serve(struct tcp_stream *s, struct tcp_pass *pass) {
+  struct tcp_comm_base *b = s->comm;
+  if (atomic_load(&b->stop) || tcp_comm_failed(b) || atomic_load(&s->eof)) return TCP_WANT_NOTHING;
+  /* With COLLX_INLINE_RECV the caller's test() may be reading this stream
+   * right now: then it has the data in hand, and the driver steps aside. */
+  if (pthread_mutex_trylock(&s->lock) != 0) {
+    pass->busy = 1;
+    return TCP_WANT_READ;
+  }
+  pass->moved = read_stream(s, 0);
+  pass->bulk = in_bulk(&recv_comm_of(b)->rx[s->index]);
+  pthread_mutex_unlock(&s->lock);
+  return TCP_WANT_READ;
+}
+
+int tcp_recv_caller_polling(struct tcp_comm_base *b) {
+  return tcp_cfg.inline_recv && tcp_now() - atomic_load(&recv_comm_of(b)->caller_seen) < TCP_PARK_WINDOW_S;
+}
+
+/* COLLX_INLINE_RECV: the caller reads what is small and hands a large
+ * chunk to the driver, waking a parked stream only then. */
+static void read_inline(struct tcp_recv_comm *c) {
+  atomic_store(&c->caller_seen, tcp_now());
+  int wake = 0;
+  for (int i = 0; i < c->base.nstreams; i++) {
+    struct tcp_stream *s = &c->base.streams[i];
+    if (pthread_mutex_trylock(&s->lock) != 0) continue;
+    read_stream(s, 1);
+    int bulk = in_bulk(&c->rx[i]);
+    pthread_mutex_unlock(&s->lock);
+    if (bulk && atomic_load(&s->parked) && !atomic_exchange(&s->bulk_wanted, 1)) wake = 1;
+  }
+  if (wake) tcp_comm_wake(&c->base);
+}
+
+/* COLLX_PROGRESS=caller: the comm has no stream threads, and every call
+ * reads every stream as far as the sockets allow, bulk included, from
+ * stream `first` on. */
+static void read_all_streams(struct tcp_recv_comm *c, int first) {
+  int n = c->base.nstreams;
+  for (int k = 0; k < n; k++) {
+    struct tcp_stream *s = &c->base.streams[(first + k) % n];
+    if (pthread_mutex_trylock(&s->lock) != 0) continue;
+    read_stream(s, 0);
+    pthread_mutex_unlock(&s->lock);
+  }
+}
+
+/* The watchdog's tick: a heartbeat on the control socket and, with
+ * COLLX_PROGRESS=caller, the streams, which no thread of its own reads. */
+static void recv_watch(struct tcp_comm_base *b, double now) {
+  struct tcp_recv_comm *c = recv_comm_of(b);
+  tcp_recv_ctrl_heartbeat(c, now);
+  if (tcp_caller_progress()) read_all_streams(c, 0);
+}
+
+/* ---- posting ---------------------------------------------------------------- */
+
+static struct tcp_recv_req *req_alloc(struct tcp_recv_comm *c) {
+  for (int i = 0; i < COLLX_MAX_REQUESTS; i++)
+    if (c->reqs[i].base.state == REQ_FREE) {
+      tcp_req_activate(&c->reqs[i].base);
+      return &c->reqs[i];
+    }
+  return NULL;
+}
+
+static void req_release(struct tcp_recv_comm *c, struct tcp_recv_req *r) {
+  atomic_store(&c->by_seq[r->base.seq % TCP_SEQ_SLOTS], NULL);
+  pthread_mutex_lock(&c->track_lock);
+  for (int i = 0; i < r->n; i++) chunk_track_free(&r->e[i].track);
+  pthread_mutex_unlock(&c->track_lock);
+  tcp_req_retire(&r->base);
+}
+
+static void req_fill(struct tcp_recv_req *r, uint32_t seq, int n, void **data, const size_t *sizes,
+                     const int *tags) {
+  r->base.seq = seq;
+  r->n = n;
+  r->match.claimed = 0;
+  atomic_store(&r->entries_done, 0);
+  for (int i = 0; i < n; i++) {
+    r->e[i].buf = data[i];
+    r->e[i].cap = sizes[i];
+    r->match.tag[i] = tags ? tags[i] : 0;
+    atomic_store(&r->e[i].received, 0);
+    atomic_store(&r->e[i].total, -1);
+    chunk_track_reset(&r->e[i].track); /* released (freed) with its last receive */
+  }
+}
+
+ncclResult_t tcp_irecv(struct tcp_recv_comm *c, int n, void **data, const size_t *sizes, const int *tags,
+                       struct tcp_req **out) {
+  *out = NULL;
+  if (tcp_comm_failed(&c->base)) return tcp_comm_error(&c->base);
+  uint32_t seq = c->recv_seq;
+  if (atomic_load(&c->by_seq[seq % TCP_SEQ_SLOTS])) {
+    COLLX_WARN("receive from %s on device %s: receive %u is still incomplete %d receives later",
+               c->base.peer, c->base.devname, seq - TCP_SEQ_SLOTS, TCP_SEQ_SLOTS);
+    return ncclInvalidUsage;
+  }
+  struct tcp_recv_req *r = req_alloc(c);
+  if (!r) {
+    COLLX_WARN("receive from %s on device %s: more than %d requests outstanding", c->base.peer,
+               c->base.devname, COLLX_MAX_REQUESTS);
+    return ncclInvalidUsage;
+  }
+  req_fill(r, seq, n, data, sizes, tags);
+  atomic_store_explicit(&c->by_seq[seq % TCP_SEQ_SLOTS], r, memory_order_release);
+  atomic_store(&c->recv_seq, seq + 1);
+  COLLX_TL(COLLX_TL_IRECV, c->base.tl_key, seq + 1);
+  if (tcp_recv_send_cts(c, r) != 0) {
+    req_release(c, r); /* the caller never sees it: nobody else would */
+    return tcp_comm_error(&c->base);
+  }
+  *out = &r->base;
+  /* An early message for this receive may already be staged, the control
+   * socket's reader blocked on it until now: start it.  What is still in
+   * the socket is read by the first test() (reading the socket at every
+   * irecv, with receives posted ahead as NCCL does, nearly always found
+   * nothing; bench/NOTES.md attempt 22). */
+  if (atomic_load(&c->eager_rx_blocked)) tcp_recv_ctrl_drain(&c->base);
+  COLLX_TL(COLLX_TL_IRECV_END, c->base.tl_key, seq + 1);
+  return ncclSuccess;
+}
+
+/* ---- completion ---------------------------------------------------------------- */
+
+int tcp_recv_peer_finished(struct tcp_recv_comm *c) {
+  if (atomic_load(&c->streams_eof) != c->base.nstreams) return 0;
+  if (atomic_load(&c->base.ctrl_eof)) return 1;
+  /* The reader waits for a receive that is still not posted.  If one was
+   * posted since, the reader (perhaps the watchdog, right now) has not
+   * looked again yet: that is no verdict. */
+  return atomic_load(&c->eager_rx_blocked) && atomic_load(&c->eager_rx_wait_seq) == atomic_load(&c->recv_seq);
+}
+
+static int recv_done(struct tcp_recv_req *r) {
+  return atomic_load_explicit(&r->entries_done, memory_order_acquire) == r->n;
+}
+
+/* A receive in the middle of a message too large to be eager.  While NCCL
+ * tests it, nothing on the control socket can complete before it, so its
+ * tests skip that read (a recv that mostly finds nothing, on the thread
+ * that drives every connection); the watchdog still reads it meanwhile. */
+static int recv_in_bulk(struct tcp_recv_req *r) {
+  for (int i = 0; i < r->n; i++) {
+    int64_t total = atomic_load_explicit(&r->e[i].total, memory_order_acquire);
+    if (total > WIRE_EAGER_MAX && atomic_load(&r->e[i].received) < (uint64_t)total) return 1;
+  }
+  return 0;
+}
+
+/* CTS records the socket did not take at irecv go out now, done or not,
+ * unless the receiver is holding them back (TCP_CTS_BATCH); a test that
+ * reads the control socket leaves that to the drain, which writes what is
+ * due after reading.  Small messages come on the control socket, which the
+ * caller reads itself.  The streams are read by the driver, and with
+ * COLLX_INLINE_RECV also by a caller polling test(), which then needs no
+ * thread wake-up. */
+static void recv_progress(struct tcp_recv_comm *c, struct tcp_recv_req *r) {
+  if (!recv_done(r) && !recv_in_bulk(r))
+    tcp_recv_ctrl_drain(&c->base);
+  else
+    tcp_recv_write_due_cts(c);
+  if (recv_done(r)) return;
+  if (tcp_recv_peer_finished(c)) tcp_comm_fail(&c->base, ncclRemoteError, "connection closed by peer");
+  if (tcp_caller_progress())
+    read_all_streams(c, (int)(c->read_turn++ % (unsigned)c->base.nstreams));
+  else if (tcp_cfg.inline_recv)
+    read_inline(c);
+}
+
+static ncclResult_t recv_complete(struct tcp_recv_comm *c, struct tcp_recv_req *r, int *done, size_t *sizes) {
+  COLLX_TL(COLLX_TL_DONE, c->base.tl_key, r->base.seq + 1);
+  ncclResult_t res = (ncclResult_t)atomic_load(&r->base.error);
+  if (sizes)
+    for (int i = 0; i < r->n; i++) sizes[i] = (size_t)atomic_load(&r->e[i].total);
+  c->base.stats.messages++;
+  for (int i = 0; i < r->n; i++) c->base.stats.bytes += (uint64_t)atomic_load(&r->e[i].total);
+  req_release(c, r);
+  if (res != ncclSuccess) return res;
+  *done = 1;
+  return ncclSuccess;
+}
+
+static ncclResult_t recv_test(struct tcp_req *base, int *done, size_t *sizes) {
+  struct tcp_recv_comm *c = recv_comm_of(base->comm);
+  struct tcp_recv_req *r = recv_req_of(base);
+  recv_progress(c, r);
+  if (recv_done(r)) return recv_complete(c, r, done, sizes);
+  if (tcp_comm_failed(&c->base)) {
+    req_release(c, r);
+    return tcp_comm_error(&c->base);
+  }
+  return ncclSuccess;
+}
+
+/* ---- lifetime ---------------------------------------------------------------- */
+
+static void recv_close(struct tcp_comm_base *b) {
+  struct tcp_recv_comm *c = recv_comm_of(b);
+  COLLX_INFO(COLLX_LOG_NET, "receive connection from %s on device %s closed: %llu receives completed, %llu bytes",
+             b->peer, b->devname, (unsigned long long)b->stats.messages, (unsigned long long)b->stats.bytes);
+  tcp_comm_base_stop(b);
+  for (int i = 0; i < b->nstreams; i++) {
+    collx_topo_free_local(c->rx[i].stage);
+    c->rx[i].stage = NULL;
+  }
+  for (int i = 0; i < COLLX_MAX_REQUESTS; i++) {
+    for (int k = 0; k < COLLX_MAX_RECVS; k++) chunk_track_free(&c->reqs[i].e[k].track);
+    c->reqs[i].base.magic = TCP_MAGIC_DEAD;
+  }
+  pthread_mutex_destroy(&c->track_lock);
+  tcp_comm_base_bury(b);
+}
+
+static const struct tcp_comm_role recv_role = {
+    .name = "receive",
+    .sends = 0,
+    .watch = recv_watch,
+    .drain = tcp_recv_ctrl_drain,
+    .serve = recv_serve,
+    .test = recv_test,
+    .close = recv_close,
+};
+
+/* Staging buffers on the NIC's NUMA node.  0, or -1 (the caller closes
+ * the comm). */
+static int alloc_stages(struct tcp_recv_comm *c) {
+  for (int i = 0; i < c->base.nstreams; i++) {
+    c->rx[i].stage = collx_topo_alloc_local(c->base.dev, TCP_STAGE_SIZE);
+    if (!c->rx[i].stage) {
+      COLLX_WARN("out of memory for the receive buffers of a comm with %s", c->base.peer);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+ncclResult_t tcp_recv_comm_start(const struct tcp_comm_sockets *sk, struct tcp_recv_comm **out) {
+  /* The comm holds the request pool and the stream state, which the
+   * streams touch for every chunk: keep it on the NIC's NUMA node. */
+  struct tcp_recv_comm *c = collx_topo_alloc_local(sk->dev, sizeof *c);
+  if (!c) {
+    tcp_close_fds(sk->ctrl_fd, sk->nstreams, sk->stream_fds);
+    COLLX_WARN("out of memory for a comm with %s", sk->peer);
+    return ncclSystemError;
+  }
+  memset(c, 0, sizeof *c);
+  if (tcp_comm_base_init(&c->base, TCP_MAGIC_RECV, &recv_role, sk) != 0) {
+    collx_topo_free_local(c);
+    return ncclSystemError;
+  }
+  /* Until the traffic shows its sizes, every CTS goes out at once. */
+  match_hold_init(&c->hold);
+  pthread_mutex_init(&c->track_lock, NULL);
+  for (int i = 0; i < COLLX_MAX_REQUESTS; i++) {
+    c->reqs[i].base.magic = TCP_MAGIC_REQ;
+    c->reqs[i].base.comm = &c->base;
+  }
+  if (alloc_stages(c) != 0 || tcp_comm_base_start(&c->base) != 0) {
+    tcp_comm_close(&c->base);
+    return ncclSystemError;
+  }
+  *out = c;
+  return ncclSuccess;
+}

@@ -1,0 +1,119 @@
+/*
+ * The receive role: a receive comm, its (grouped) requests, and the state
+ * of each of its streams.  recv.c posts and completes receives and reads
+ * the data streams; recv_ctrl.c owns the control socket (CTS records out;
+ * eager messages, CTS_WANTED and heartbeats in); recv_entry.c keeps account
+ * of what arrived for each receive buffer, for both readers.  Calls go
+ * recv.c -> recv_ctrl.c -> recv_entry.c, never back.
+ */
+#ifndef COLLX_TCP_RECV_H
+#define COLLX_TCP_RECV_H
+
+#include "chunks.h"
+#include "comm.h"
+#include "match.h"
+
+/* Receive staging per stream: a header and a small message in one recv. */
+#define TCP_STAGE_SIZE (64 * 1024)
+/* COLLX_INLINE_RECV: a caller that polled test() this recently is taken to
+ * be polling still, and the stream threads stay parked. */
+#define TCP_PARK_WINDOW_S 0.001
+
+struct tcp_entry {        /* one buffer of a (grouped) receive */
+  char *buf;
+  size_t cap;
+  _Atomic uint64_t received;
+  _Atomic int64_t total;  /* -1 until the first chunk names it */
+  struct chunk_track track; /* chunks claimed so far (comm->track_lock) */
+};
+
+struct tcp_recv_req {
+  struct tcp_req base;
+  int n;
+  /* the entries' tags (set at irecv) and those taken by early eager
+   * messages (the control socket's reader only) */
+  struct match_entries match;
+  _Atomic int entries_done;
+  struct tcp_entry e[COLLX_MAX_RECVS];
+};
+
+/* What one stream is reading (its s->lock). */
+struct tcp_recv_stream {
+  struct wire_chunk hdr;
+  struct tcp_recv_req *req;   /* the receive the current chunk fills */
+  size_t done;                /* payload bytes read */
+  size_t stage_pos, stage_len;
+  char *stage;                /* TCP_STAGE_SIZE bytes: headers and small payloads in one go */
+};
+
+struct tcp_recv_comm {
+  struct tcp_comm_base base;
+  struct tcp_recv_stream rx[TCP_MAX_STREAMS];
+  /* The peer closing its sockets ends the comm only once nothing more can
+   * arrive for a receive (recv_peer_finished), so that what it sent before
+   * closing is still delivered. */
+  atomic_int streams_eof;   /* data streams closed between chunks */
+  atomic_int eager_rx_blocked;  /* an early message waits for its receive... */
+  _Atomic uint32_t eager_rx_wait_seq; /* ...which was not posted while recv_seq was this */
+  int ctrl_tx_dead;         /* the peer is gone: CTS and heartbeats are dropped (ctrl_tx_lock) */
+  /* whether CTS records go out at once or are held back */
+  struct match_hold hold;
+  pthread_mutex_t track_lock; /* the entries' chunk_track */
+  /* The control socket's reader (ctrl_rx_lock): the eager message being
+   * read, and where early messages go */
+  size_t ctrl_rx_pos;
+  struct wire_eager eager_rx_hdr;
+  struct tcp_recv_req *eager_rx;   /* receive the current eager payload fills */
+  int eager_rx_active, eager_rx_discard;
+  size_t eager_rx_got;
+  struct match_recv match_rx;
+  uint32_t tl_eager_rx;       /* COLLX_TIMELINE: eager messages landed */
+  _Atomic double caller_seen; /* COLLX_INLINE_RECV: last test() on this comm */
+  unsigned read_turn;         /* COLLX_PROGRESS=caller: stream test reads first (the caller's thread) */
+  _Atomic uint32_t recv_seq;  /* written by the caller, read by the control socket's reader */
+  /* receive posted for seq % MAX_REQUESTS; published with release order so
+   * a stream that finds it also sees its buffers */
+  struct tcp_recv_req *_Atomic by_seq[TCP_SEQ_SLOTS];
+  struct tcp_recv_req reqs[COLLX_MAX_REQUESTS];
+};
+
+/* Build a connected receive comm from its sockets and start driving it.
+ * Takes ownership of the fds (closed on failure). */
+ncclResult_t tcp_recv_comm_start(const struct tcp_comm_sockets *sk, struct tcp_recv_comm **out);
+
+/* COLLX_INLINE_RECV: has a caller polled test() on this comm just now?
+ * (The threads driver parks the streams meanwhile.) */
+int tcp_recv_caller_polling(struct tcp_comm_base *c);
+
+/* The peer has closed everything, and nothing it sent is left for a
+ * posted receive. */
+int tcp_recv_peer_finished(struct tcp_recv_comm *c);
+
+/* Receive buffers (recv_entry.c), for the streams' reader (recv.c) and the
+ * control socket's reader (recv_ctrl.c). */
+/* Claim what a chunk header or an eager record says it brings for entry
+ * idx of r (chunks.h); on a clash fail the comm, naming receive and entry.
+ * 0, or -1 after failing the comm. */
+int tcp_entry_claim(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, enum chunk_kind kind,
+                    uint64_t offset, uint64_t len, uint64_t total);
+/* Account `len` payload bytes of entry `idx`; finish the entry when whole. */
+void tcp_entry_account(struct tcp_recv_req *r, int idx, uint64_t len);
+/* A message does not fit its receive buffer: say so, and fail that entry
+ * (nothing of it is written). */
+void tcp_entry_truncated(const struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t size);
+/* The receive posted as seq, or NULL when none is. */
+struct tcp_recv_req *tcp_recv_posted(struct tcp_recv_comm *c, uint32_t seq);
+
+/* The control socket (recv_ctrl.c). */
+/* Queue the receive's CTS and write it unless CTS records are held back
+ * (TCP_CTS_BATCH).  0, or -1 when the comm has failed. */
+int tcp_recv_send_cts(struct tcp_recv_comm *c, const struct tcp_recv_req *r);
+/* Write held CTS records if they are due (or were asked for). */
+void tcp_recv_write_due_cts(struct tcp_recv_comm *c);
+/* Read eager messages, CTS_WANTED and heartbeats that have arrived, then
+ * write the CTS records that are due. */
+void tcp_recv_ctrl_drain(struct tcp_comm_base *c);
+/* The watchdog's heartbeat on the control socket. */
+void tcp_recv_ctrl_heartbeat(struct tcp_recv_comm *c, double now);
+
+#endif

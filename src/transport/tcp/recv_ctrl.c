@@ -1,0 +1,319 @@
+/*
+ * A receive comm's control socket: CTS records out, eager messages,
+ * CTS_WANTED and heartbeats in.
+ *
+ * CTS records.  Every irecv queues one, written at once so that it reaches
+ * a sender of a large message even if the receiver then stops testing,
+ * unless the receiver's recent traffic was all small: then it holds them
+ * back and writes them in batches (TCP_CTS_BATCH, match_hold_due), or when
+ * the sender asks with CTS_WANTED.
+ *
+ * Eager messages.  A message of up to COLLX_EAGER_SIZE bytes comes as an
+ * EAGER record followed by its payload.  The thread that posts or tests a
+ * receive reads it (or the watchdog); no stream thread wakes for it.  A
+ * MATCHED record names its receive entry; an early one fills the first
+ * free entry with its tag of the receive at the sender's cursor (match.c),
+ * and the record carries that cursor, so the reader skips the receives the
+ * sender filled with matched messages.
+ *
+ * Flow control.  The reader takes an early record only once its receive
+ * is posted.  Until then the record stays in the socket, and whatever
+ * follows it waits behind it.  That is safe: everything behind it was sent
+ * later, and only small messages and heartbeats share that socket, so no
+ * bulk transfer waits behind a message that waits for its receive.
+ */
+#include <poll.h>
+#include <string.h>
+
+#include "recv.h"
+#include "util/log.h"
+#include "util/timeline.h"
+
+/* Payload still owed, from which the reader receives straight into the
+ * receive buffer instead of through the staging buffer. */
+#define EAGER_DIRECT_MIN 4096
+/* How long a CTS waits for room on a full control socket before looking
+ * at the comm's error again (the watchdog's tick). */
+#define CTS_ROOM_WAIT_MS 200
+
+static struct tcp_recv_comm *recv_comm_of(struct tcp_comm_base *b) { return (struct tcp_recv_comm *)b; }
+
+/* ---- writing: CTS records and heartbeats ---------------------------------- */
+
+/* Write the records not yet written, without blocking.  Caller holds
+ * ctrl_tx_lock.  0 when nothing is left to write, 1 while the socket is
+ * full.  A receiver's fate is decided by what it can still read
+ * (tcp_recv_peer_finished), not by a CTS nobody will read: when the peer
+ * is gone, records are dropped. */
+static int ctrl_flush(struct tcp_recv_comm *c) {
+  if (c->ctrl_tx_dead) return 0;
+  enum sock_io io = tcp_ctrl_write_records(&c->base);
+  if (io == SOCK_IO_DONE) return 0;
+  if (io == SOCK_IO_AGAIN) return 1;
+  c->ctrl_tx_dead = 1;
+  c->base.ctrl_tx_len = c->base.ctrl_tx_done = 0;
+  return 0;
+}
+
+/* Whether CTS records go out now or are held back.  Caller holds
+ * ctrl_tx_lock. */
+static int cts_due(struct tcp_recv_comm *c) { return match_hold_due(&c->hold, tcp_ctrl_held(&c->base)); }
+
+/* Queue a record, waiting for room when records fill the buffer: far more
+ * CTS records than receives can be outstanding sit unread, so the peer is
+ * not reading (the watchdog judges it).  Caller holds ctrl_tx_lock. */
+static void queue_waiting_for_room(struct tcp_recv_comm *c, const struct wire_ctrl *m) {
+  while (!c->ctrl_tx_dead && tcp_ctrl_queue(&c->base, m) != 0) {
+    if (ctrl_flush(c) == 0) continue;
+    if (tcp_comm_failed(&c->base) || atomic_load(&c->base.stop)) break;
+    struct pollfd p = {.fd = c->base.ctrl_fd, .events = POLLOUT};
+    poll(&p, 1, CTS_ROOM_WAIT_MS);
+  }
+}
+
+int tcp_recv_send_cts(struct tcp_recv_comm *c, const struct tcp_recv_req *r) {
+  struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_CTS, .n = (uint8_t)r->n, .seq = r->base.seq};
+  for (int i = 0; i < r->n; i++)
+    m.e[i] = (struct wire_cts_entry){.tag = r->match.tag[i], .size = r->e[i].cap};
+  pthread_mutex_lock(&c->base.ctrl_tx_lock);
+  queue_waiting_for_room(c, &m);
+  /* A CTS_WANTED whose reader could not take this lock is served here. */
+  int due = cts_due(c) || match_hold_take_wanted(&c->hold);
+  match_hold_spend(&c->hold);
+  if (due) ctrl_flush(c);
+  pthread_mutex_unlock(&c->base.ctrl_tx_lock);
+  return tcp_comm_failed(&c->base) ? -1 : 0;
+}
+
+void tcp_recv_write_due_cts(struct tcp_recv_comm *c) {
+  int wanted = match_hold_take_wanted(&c->hold);
+  if (pthread_mutex_trylock(&c->base.ctrl_tx_lock) != 0) {
+    /* The holder may be queueing a CTS it holds back: ask again later. */
+    if (wanted) match_hold_rewant(&c->hold);
+    return;
+  }
+  if (wanted || cts_due(c)) ctrl_flush(c);
+  pthread_mutex_unlock(&c->base.ctrl_tx_lock);
+}
+
+/* Heartbeat, from the watchdog: never blocks; a record that does not fit
+ * stays pending and goes out on a later tick (or before the next CTS). */
+void tcp_recv_ctrl_heartbeat(struct tcp_recv_comm *c, double now) {
+  if (pthread_mutex_trylock(&c->base.ctrl_tx_lock) != 0) return;
+  if (ctrl_flush(c) == 0) {
+    tcp_ctrl_queue_heartbeat(&c->base, now);
+    ctrl_flush(c);
+  }
+  pthread_mutex_unlock(&c->base.ctrl_tx_lock);
+}
+
+/* ---- reading: eager messages ---------------------------------------------- */
+
+/* The entry an early message fills (see the top of this file).  NULL when
+ * its receive is not posted yet (*blocked set) or after failing the comm. */
+static struct tcp_recv_req *early_target(struct tcp_recv_comm *c, const struct wire_eager *h, int *idx,
+                                         int *blocked) {
+  struct match_early_where w;
+  int rc = match_early_at(&c->match_rx, h->seq, atomic_load(&c->recv_seq), &w);
+  struct tcp_recv_req *r = NULL;
+  if (rc == MATCH_EARLY_PLACED) {
+    r = tcp_recv_posted(c, w.seq);
+    rc = match_early_take(&c->match_rx, &w, r ? r->n : 0, r ? &r->match : NULL, h->tag);
+  }
+  switch (rc) {
+  case MATCH_EARLY_PLACED:
+    *idx = w.idx;
+    return r;
+  case MATCH_EARLY_BLOCKED:
+    *blocked = 1;
+    atomic_store(&c->eager_rx_wait_seq, w.posted);
+    return NULL;
+  case MATCH_EARLY_NOT_POSTED:
+    tcp_comm_failf(&c->base, ncclRemoteError, "early message for receive %u, but only %u were posted", w.seq,
+                   w.posted);
+    return NULL;
+  case MATCH_EARLY_COMPLETED:
+    tcp_comm_failf(&c->base, ncclRemoteError, "early message for receive %u, which has completed", w.seq);
+    return NULL;
+  default:
+    tcp_comm_failf(&c->base, ncclInvalidUsage, "early message with tag %d fits no free entry of receive %u",
+                   h->tag, w.seq);
+    return NULL;
+  }
+}
+
+/* The receive a MATCHED record names, or NULL after failing the comm. */
+static struct tcp_recv_req *matched_target(struct tcp_recv_comm *c, const struct wire_eager *h) {
+  struct tcp_recv_req *r = tcp_recv_posted(c, h->seq);
+  if (!r || h->idx >= r->n) {
+    tcp_comm_failf(&c->base, ncclRemoteError, "eager message for receive %u/%d that was never posted", h->seq,
+                   h->idx);
+    return NULL;
+  }
+  return r;
+}
+
+/* An EAGER record is staged: find its entry and start its payload.
+ * 1 when started, 0 when its receive is not posted yet, -1 after failing
+ * the comm. */
+static int eager_start(struct tcp_recv_comm *c, const struct wire_eager *h) {
+  const char *bad = NULL;
+  if (wire_eager_check(h, &bad) != 0) {
+    tcp_comm_fail(&c->base, ncclRemoteError, bad);
+    return -1;
+  }
+  struct tcp_recv_req *r = NULL;
+  int idx = h->idx, blocked = 0;
+  if (h->flags & WIRE_EAGER_MATCHED) {
+    r = matched_target(c, h);
+    if (!r) return -1;
+  } else {
+    r = early_target(c, h, &idx, &blocked);
+    if (!r) return blocked ? 0 : -1;
+  }
+  if (tcp_entry_claim(c, r, idx, CHUNK_EAGER, 0, h->size, h->size) != 0) return -1;
+  c->eager_rx_hdr = *h;
+  c->eager_rx_hdr.idx = (uint8_t)idx;
+  c->eager_rx = r;
+  c->eager_rx_got = 0;
+  c->eager_rx_active = 1;
+  c->eager_rx_discard = h->size > r->e[idx].cap;
+  if (c->eager_rx_discard)
+    tcp_entry_truncated(c, r, idx, h->size); /* the payload is read and dropped */
+  else
+    atomic_store_explicit(&r->e[idx].total, (int64_t)h->size, memory_order_release);
+  return 1;
+}
+
+static void eager_finish(struct tcp_recv_comm *c) {
+  COLLX_TL(COLLX_TL_LANDED, c->base.tl_key, ++c->tl_eager_rx);
+  if (!c->eager_rx_discard) tcp_entry_account(c->eager_rx, c->eager_rx_hdr.idx, c->eager_rx_hdr.size);
+  c->eager_rx_active = 0;
+  c->eager_rx = NULL;
+}
+
+static char *eager_dst(struct tcp_recv_comm *c) { return c->eager_rx->e[c->eager_rx_hdr.idx].buf; }
+
+/* Move staged payload bytes of the current message to their buffer. */
+static void eager_copy_staged(struct tcp_recv_comm *c) {
+  size_t owed = c->eager_rx_hdr.size - c->eager_rx_got;
+  size_t have = c->base.ctrl_rx_done - c->ctrl_rx_pos;
+  size_t n = owed < have ? owed : have;
+  if (!c->eager_rx_discard) memcpy(eager_dst(c) + c->eager_rx_got, c->base.ctrl_rx + c->ctrl_rx_pos, n);
+  c->ctrl_rx_pos += n;
+  c->eager_rx_got += n;
+}
+
+/* Length of the record that starts at the parse position, 0 while fewer
+ * bytes than its fixed part are staged. */
+static size_t staged_record(const struct tcp_recv_comm *c) {
+  size_t have = c->base.ctrl_rx_done - c->ctrl_rx_pos;
+  if (have < 4) return 0;
+  uint8_t type = (uint8_t)c->base.ctrl_rx[c->ctrl_rx_pos + 2];
+  size_t len = type == WIRE_EAGER ? sizeof(struct wire_eager) : sizeof(struct wire_ctrl);
+  return have >= len ? len : 0;
+}
+
+/* Act on the staged record: 1 consumed, 0 it must wait, -1 after failing
+ * the comm. */
+static int ctrl_record(struct tcp_recv_comm *c, size_t len) {
+  const char *p = c->base.ctrl_rx + c->ctrl_rx_pos;
+  int r = 1;
+  if (len == sizeof(struct wire_eager)) {
+    struct wire_eager h;
+    memcpy(&h, p, sizeof h);
+    r = eager_start(c, &h);
+  } else {
+    struct wire_ctrl m;
+    const char *why = NULL;
+    memcpy(&m, p, sizeof m);
+    int type = wire_ctrl_check(&m, 0, &why); /* heartbeat or CTS_WANTED */
+    if (type < 0) {
+      tcp_comm_fail(&c->base, ncclRemoteError, why);
+      r = -1;
+    } else if (type == WIRE_CTS_WANTED) {
+      /* Served by whoever drained (tcp_recv_ctrl_drain), outside this lock. */
+      match_hold_wanted(&c->hold);
+    }
+  }
+  if (r == 1) c->ctrl_rx_pos += len;
+  return r;
+}
+
+/* Receive a large rest of the current payload straight into its buffer.
+ * 1 when complete, 0 when the socket is dry, -1 after failing the comm. */
+static int eager_read_direct(struct tcp_recv_comm *c) {
+  size_t before = c->eager_rx_got;
+  enum sock_io io = sock_recv_some(c->base.ctrl_fd, eager_dst(c), c->eager_rx_hdr.size, &c->eager_rx_got);
+  if (c->eager_rx_got > before) atomic_store(&c->base.last_heard, tcp_now());
+  if (io == SOCK_IO_DONE) return 1;
+  if (io == SOCK_IO_AGAIN) return 0;
+  tcp_comm_fail(&c->base, ncclRemoteError, tcp_io_reason(io));
+  return -1;
+}
+
+/* Parse what is staged.  1 to go on, 0 when the staged bytes are used up
+ * (or hold less than a record), -1 to stop reading (waiting for a
+ * receive, a dry socket, or a failure). */
+static int parse_staged(struct tcp_recv_comm *c) {
+  if (c->eager_rx_active) {
+    eager_copy_staged(c);
+    if (c->eager_rx_got == c->eager_rx_hdr.size) {
+      eager_finish(c);
+      return 1;
+    }
+    if (c->eager_rx_discard || c->eager_rx_hdr.size - c->eager_rx_got < EAGER_DIRECT_MIN) return 0;
+    if (eager_read_direct(c) <= 0) return -1;
+    eager_finish(c);
+    return 1;
+  }
+  size_t len = staged_record(c);
+  if (!len) return 0;
+  int r = ctrl_record(c, len);
+  /* Waiting for its receive, the record holds back the peer's heartbeats
+   * behind it; they come on a data stream too (WIRE_CHUNK_HEARTBEAT),
+   * which is always read. */
+  atomic_store(&c->eager_rx_blocked, r == 0);
+  return r <= 0 ? -1 : 1;
+}
+
+/* Parse the control socket's bytes, reading more as they are used up.
+ * Caller holds ctrl_rx_lock. */
+static void ctrl_read(struct tcp_recv_comm *c) {
+  struct tcp_comm_base *b = &c->base;
+  int dry = 0;
+  if (atomic_load(&b->ctrl_eof)) return;
+  while (!tcp_comm_failed(b)) {
+    int parsed = parse_staged(c);
+    if (parsed < 0) return;
+    if (parsed > 0) continue;
+    if (dry) return;
+    memmove(b->ctrl_rx, b->ctrl_rx + c->ctrl_rx_pos, b->ctrl_rx_done - c->ctrl_rx_pos);
+    b->ctrl_rx_done -= c->ctrl_rx_pos;
+    c->ctrl_rx_pos = 0;
+    size_t before = b->ctrl_rx_done;
+    enum sock_io io = sock_recv_once(b->ctrl_fd, b->ctrl_rx, sizeof b->ctrl_rx, &b->ctrl_rx_done);
+    if (b->ctrl_rx_done > before) {
+      atomic_store(&b->last_heard, tcp_now());
+      dry = b->ctrl_rx_done < sizeof b->ctrl_rx; /* a short read: nothing more for now */
+      continue;
+    }
+    if (io == SOCK_IO_EOF && !c->eager_rx_active && c->ctrl_rx_pos == b->ctrl_rx_done) {
+      atomic_store(&b->ctrl_eof, 1); /* closed between records */
+      return;
+    }
+    if (io != SOCK_IO_AGAIN)
+      tcp_comm_fail(b, ncclRemoteError, io == SOCK_IO_EOF ? "connection closed by peer in the middle of a message"
+                                                          : tcp_io_reason(io));
+    return;
+  }
+}
+
+void tcp_recv_ctrl_drain(struct tcp_comm_base *b) {
+  struct tcp_recv_comm *c = recv_comm_of(b);
+  if (pthread_mutex_trylock(&b->ctrl_rx_lock) != 0) return;
+  ctrl_read(c);
+  pthread_mutex_unlock(&b->ctrl_rx_lock);
+  /* The writing lock is never taken inside the reading one. */
+  tcp_recv_write_due_cts(c);
+}

@@ -1,0 +1,46 @@
+/*
+ * What has arrived for each buffer of a receive, whichever socket brought
+ * it: chunks on the data streams (recv.c) or an eager message on the
+ * control socket (recv_ctrl.c).
+ */
+#include "recv.h"
+#include "util/log.h"
+
+void tcp_entry_account(struct tcp_recv_req *r, int idx, uint64_t len) {
+  struct tcp_entry *e = &r->e[idx];
+  uint64_t got = atomic_fetch_add_explicit(&e->received, len, memory_order_acq_rel) + len;
+  if ((int64_t)got == atomic_load_explicit(&e->total, memory_order_acquire)) {
+    atomic_fetch_add_explicit(&r->entries_done, 1, memory_order_release);
+  }
+}
+
+int tcp_entry_claim(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, enum chunk_kind kind,
+                    uint64_t offset, uint64_t len, uint64_t total) {
+  struct chunk_track *t = &r->e[idx].track;
+  const char *why = NULL;
+  pthread_mutex_lock(&c->track_lock);
+  int rc = kind == CHUNK_EAGER ? chunk_track_eager(t, len, &why)
+         : kind == CHUNK_TRUNCATED ? chunk_track_truncated(t, &why)
+                                   : chunk_track_stream(t, offset, len, total, &why);
+  pthread_mutex_unlock(&c->track_lock);
+  if (rc != 0)
+    tcp_comm_failf(&c->base, ncclRemoteError, "%s: receive %u, buffer %d, [%llu,+%llu) of %llu bytes", why,
+                   r->base.seq, idx, (unsigned long long)offset, (unsigned long long)len,
+                   (unsigned long long)total);
+  return rc;
+}
+
+void tcp_entry_truncated(const struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t size) {
+  struct tcp_entry *e = &r->e[idx];
+  COLLX_WARN("message of %llu bytes from %s on device %s is larger than the receive buffer "
+             "of %zu bytes (tag %d); nothing was written",
+             (unsigned long long)size, c->base.peer, c->base.devname, e->cap, r->match.tag[idx]);
+  atomic_store(&r->base.error, ncclInvalidUsage);
+  atomic_store(&e->total, 0);
+  atomic_fetch_add(&r->entries_done, 1);
+}
+
+struct tcp_recv_req *tcp_recv_posted(struct tcp_recv_comm *c, uint32_t seq) {
+  struct tcp_recv_req *r = atomic_load_explicit(&c->by_seq[seq % TCP_SEQ_SLOTS], memory_order_acquire);
+  return r && r->base.seq == seq ? r : NULL;
+}

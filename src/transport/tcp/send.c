@@ -1,0 +1,591 @@
+/*
+ * The send role, from isend to the last byte out.
+ *
+ * isend matches the message to a receive entry named by a CTS record (read
+ * from the control socket here), then either writes it on the control
+ * socket behind an EAGER header (small messages: the posting or testing
+ * thread writes it, in one sendmsg) or cuts it into chunks of at most
+ * COLLX_CHUNK_SIZE and queues them: any idle stream takes the next chunk,
+ * so a fast stream carries more than a slow one.  A small striped message
+ * is written by the posting thread itself; the rest goes to the progress
+ * driver (progress.h), or with COLLX_PROGRESS=caller to the caller's next
+ * isend and test.
+ *
+ * Eager matching.  A sender that holds the CTS of the receive a message
+ * belongs to names the receive entry (MATCHED).  Otherwise the message
+ * goes out early.  The sender cannot know where that receive ends (a
+ * grouped receive has several entries), so both sides match an early
+ * message with one rule (match.c): it fills the first free entry with its
+ * tag of the receive at the cursor, and the cursor moves on once every
+ * entry of that receive is taken.  The receiver applies the rule when it
+ * reads the record (recv_ctrl.c); the sender replays it as CTS records
+ * come in (eager_replay).  Until its early messages are matched, a sender
+ * posts nothing but more early messages (at most TCP_EAGER_LOG of them).
+ */
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "progress.h"
+#include "send.h"
+#include "stripe.h"
+#include "topo/topo.h"
+#include "util/log.h"
+#include "util/timeline.h"
+
+_Static_assert(TCP_EAGER_SIZE_MAX <= WIRE_EAGER_MAX, "a receiver accepts what a sender may send");
+
+/* Messages up to this size are written by the posting thread. */
+#define TCP_INLINE_MAX (64 * 1024)
+
+
+static struct tcp_send_comm *send_comm_of(struct tcp_comm_base *b) { return (struct tcp_send_comm *)b; }
+static struct tcp_send_req *send_req_of(struct tcp_req *r) { return (struct tcp_send_req *)r; }
+
+/* ---- the control socket, outgoing: eager messages, CTS_WANTED ------------- */
+
+/* Write as much of the eager message in progress as the socket takes;
+ * the send request is done once it is all out. */
+static enum sock_io eager_write(struct tcp_send_comm *c) {
+  struct tcp_send_req *r = c->eager_tx;
+  enum sock_io io = sock_send_two(c->base.ctrl_fd, &r->eager_hdr, sizeof r->eager_hdr, r->data, r->size,
+                                  &c->eager_tx_done);
+  if (io == SOCK_IO_DONE) {
+    COLLX_TL(COLLX_TL_WRITTEN, c->base.tl_key, ++c->tl_eager_tx);
+    atomic_store_explicit(&r->chunks_done, 1, memory_order_release);
+    c->eager_tx = NULL;
+  }
+  return io;
+}
+
+/* A CTS_WANTED that found the control socket in the middle of an eager
+ * message goes right behind that message, before the next one, whoever
+ * writes it. */
+static void want_pending_queue(struct tcp_send_comm *c) {
+  if (!c->want_pending) return;
+  struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_CTS_WANTED, .seq = c->want_pending_seq};
+  if (tcp_ctrl_queue(&c->base, &m) == 0) c->want_pending = 0;
+}
+
+/* Start the oldest queued eager message.  0 when none is queued. */
+static int eager_next(struct tcp_send_comm *c) {
+  if (collx_list_empty(&c->eager_queue)) return 0;
+  struct tcp_send_req *r = COLLX_CONTAINER_OF(c->eager_queue.next, struct tcp_send_req, qnode);
+  collx_list_del(&r->qnode);
+  c->eager_tx = r;
+  c->eager_tx_done = 0;
+  return 1;
+}
+
+/* Push out the records in progress, then the queued eager messages,
+ * without blocking.  Caller holds ctrl_tx_lock.  0 when nothing is left
+ * to write, 1 while the socket is full, -1 after failing the comm. */
+static int ctrl_flush(struct tcp_send_comm *c) {
+  for (;;) {
+    enum sock_io io;
+    if (c->base.ctrl_tx_done < c->base.ctrl_tx_len) {
+      io = tcp_ctrl_write_records(&c->base);
+    } else if (c->eager_tx) {
+      io = eager_write(c);
+      if (io == SOCK_IO_DONE) want_pending_queue(c);
+    } else if (!eager_next(c)) {
+      return 0;
+    } else {
+      continue;
+    }
+    if (io == SOCK_IO_AGAIN) return 1;
+    if (io != SOCK_IO_DONE) {
+      tcp_comm_fail(&c->base, ncclRemoteError, tcp_io_reason(io));
+      return -1;
+    }
+  }
+}
+
+/* Write what is queued, unless another thread is writing (it writes ours
+ * too). */
+static void ctrl_pump(struct tcp_send_comm *c) {
+  if (pthread_mutex_trylock(&c->base.ctrl_tx_lock) != 0) return;
+  ctrl_flush(c);
+  pthread_mutex_unlock(&c->base.ctrl_tx_lock);
+}
+
+/* A send waits for a CTS: ask the receiver for what it holds.  The
+ * receiver reads this behind the eager messages sent before it.  Sent once
+ * per cursor position, and again after TCP_CTS_WANT_RETRY_S in case the
+ * receiver went back to holding before the receive this send needs was
+ * posted. */
+static void want_cts(struct tcp_send_comm *c) {
+  double now = tcp_now();
+  if (c->want_seq == c->match_tx.seq && now - c->want_at < TCP_CTS_WANT_RETRY_S) return;
+  if (pthread_mutex_trylock(&c->base.ctrl_tx_lock) != 0) return; /* asked again at the next isend */
+  /* Only between whole records: the socket may be in the middle of an
+   * eager message; then the record goes right behind it. */
+  struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_CTS_WANTED, .seq = c->match_tx.seq};
+  int queued = 0;
+  if (ctrl_flush(c) == 0) {
+    queued = tcp_ctrl_queue(&c->base, &m) == 0;
+  } else if (c->eager_tx && !c->want_pending) {
+    c->want_pending = 1;
+    c->want_pending_seq = c->match_tx.seq;
+    queued = 1;
+  }
+  if (queued) {
+    c->want_seq = c->match_tx.seq;
+    c->want_at = now;
+    c->send_stats.cts_wanted++;
+    ctrl_flush(c);
+  }
+  pthread_mutex_unlock(&c->base.ctrl_tx_lock);
+}
+
+/* Heartbeat, from the watchdog: never blocks; a record that does not fit
+ * stays pending and goes out on a later tick. */
+static void ctrl_heartbeat(struct tcp_send_comm *c, double now) {
+  if (pthread_mutex_trylock(&c->base.ctrl_tx_lock) != 0) return;
+  if (ctrl_flush(c) == 0) {
+    tcp_ctrl_queue_heartbeat(&c->base, now);
+    ctrl_flush(c);
+  }
+  pthread_mutex_unlock(&c->base.ctrl_tx_lock);
+}
+
+/* ---- the control socket, incoming: CTS records ----------------------------- */
+
+static int accept_record(struct tcp_send_comm *c, const struct wire_ctrl *m, const char **why) {
+  int type = wire_ctrl_check(m, 1, why);
+  if (type != WIRE_CTS) return type < 0 ? -1 : 0;
+  return match_cts_accept(&c->match_tx, m, why);
+}
+
+/* Read every CTS record (and heartbeat) that has arrived, in as few recv
+ * calls as the socket allows. */
+static void ctrl_drain(struct tcp_comm_base *b) {
+  struct tcp_send_comm *c = send_comm_of(b);
+  if (pthread_mutex_trylock(&b->ctrl_rx_lock) != 0) return;
+  const size_t rec = sizeof(struct wire_ctrl);
+  while (!tcp_comm_failed(b)) {
+    enum sock_io io = sock_recv_once(b->ctrl_fd, b->ctrl_rx, sizeof b->ctrl_rx, &b->ctrl_rx_done);
+    if (io == SOCK_IO_AGAIN) break;
+    if (io != SOCK_IO_DONE) {
+      tcp_comm_fail(b, ncclRemoteError, tcp_io_reason(io));
+      break;
+    }
+    atomic_store(&b->last_heard, tcp_now());
+    size_t whole = b->ctrl_rx_done / rec * rec;
+    const char *why = NULL;
+    for (size_t off = 0; off < whole && !why; off += rec) {
+      struct wire_ctrl m;
+      memcpy(&m, b->ctrl_rx + off, rec);
+      if (accept_record(c, &m, &why) != 0) tcp_comm_fail(b, ncclRemoteError, why);
+    }
+    memmove(b->ctrl_rx, b->ctrl_rx + whole, b->ctrl_rx_done - whole);
+    b->ctrl_rx_done -= whole;
+    if (why || b->ctrl_rx_done + whole < sizeof b->ctrl_rx) break; /* short read: dry */
+  }
+  pthread_mutex_unlock(&b->ctrl_rx_lock);
+}
+
+/* Match early eager sends against CTS records that have come in since.
+ * 0, or -1 after failing the comm. */
+static int eager_replay(struct tcp_send_comm *c) {
+  while (c->match_tx.early_len && !tcp_comm_failed(&c->base)) {
+    struct match_replayed m;
+    int got = match_early_replay(&c->match_tx, &m);
+    if (got == MATCH_NOT_IN) return 0;
+    if (got == MATCH_NO_ENTRY) {
+      tcp_comm_failf(&c->base, ncclInvalidUsage, "a message with tag %d sent before its CTS fits no free entry of "
+                     "receive %u", m.tag, m.seq);
+      return -1;
+    }
+    if (m.oversize)
+      COLLX_WARN("message of %llu bytes to %s on device %s is larger than the receive buffer of %llu "
+                 "bytes posted for tag %d (sent before its CTS: the receive fails)",
+                 (unsigned long long)m.size, c->base.peer, c->base.devname, (unsigned long long)m.cap, m.tag);
+  }
+  return 0;
+}
+
+/* ---- chunks on the data streams -------------------------------------------- */
+
+/* Take the next chunk from the send queue into the stream.  0 when the
+ * queue is empty.  Caller holds s->lock. */
+static int take_chunk(struct tcp_send_comm *c, struct tcp_send_stream *t) {
+  pthread_mutex_lock(&c->q_lock);
+  if (collx_list_empty(&c->queue)) {
+    pthread_mutex_unlock(&c->q_lock);
+    return 0;
+  }
+  struct tcp_send_req *r = COLLX_CONTAINER_OF(c->queue.next, struct tcp_send_req, qnode);
+  size_t k = r->next_chunk++;
+  if (r->next_chunk == r->nchunks) collx_list_del(&r->qnode);
+  pthread_mutex_unlock(&c->q_lock);
+
+  uint64_t off = (uint64_t)k * r->chunk;
+  t->req = r;
+  t->done = 0;
+  t->hdr = (struct wire_chunk){
+      .magic = WIRE_MAGIC,
+      .idx = (uint8_t)r->idx,
+      .seq = r->base.seq,
+      .total = r->size,
+      .offset = off,
+      .len = r->size - off < r->chunk ? r->size - off : r->chunk,
+  };
+  return 1;
+}
+
+/* Write as much of the stream's current chunk as the socket takes. */
+static enum sock_io write_chunk(struct tcp_stream *s, struct tcp_send_stream *t) {
+  enum sock_io io = sock_send_two(s->fd, &t->hdr, sizeof t->hdr, t->req->data + t->hdr.offset, t->hdr.len,
+                                  &t->done);
+  if (io != SOCK_IO_DONE) return io;
+  atomic_fetch_add_explicit(&t->req->chunks_done, 1, memory_order_release);
+  t->req = NULL;
+  return SOCK_IO_DONE;
+}
+
+/* Write as much of the stream's heartbeat as the socket takes.  A failure
+ * is left to the writes of chunks and the control socket to judge. */
+static enum sock_io write_heartbeat(struct tcp_stream *s, struct tcp_send_stream *t) {
+  enum sock_io io = sock_send_some(s->fd, &t->hb, sizeof t->hb, &t->hb_done);
+  if (io != SOCK_IO_AGAIN) t->hb_active = 0;
+  return io == SOCK_IO_AGAIN ? io : SOCK_IO_DONE;
+}
+
+/* A heartbeat on the first stream, between chunks (a stream in the middle
+ * of one shows life by its payload), so that it does not queue behind an
+ * early eager message the receiver leaves unread on the control socket. */
+static void stream_heartbeat(struct tcp_send_comm *c, double now) {
+  struct tcp_stream *s = &c->base.streams[0];
+  struct tcp_send_stream *t = &c->tx[0];
+  if (now - c->last_stream_hb < TCP_HEARTBEAT_INTERVAL_S || pthread_mutex_trylock(&s->lock) != 0) return;
+  if (!t->hb_active && !t->req) {
+    t->hb = (struct wire_chunk){.magic = WIRE_MAGIC, .flags = WIRE_CHUNK_HEARTBEAT};
+    t->hb_done = 0;
+    t->hb_active = 1;
+  }
+  if (t->hb_active) write_heartbeat(s, t);
+  c->last_stream_hb = now;
+  pthread_mutex_unlock(&s->lock);
+}
+
+/* One chunk's worth of sending on a stream: 1 if a chunk went out whole,
+ * 0 when the queue is empty, the socket is full or the comm has failed.
+ * Caller holds s->lock. */
+static int send_step(struct tcp_stream *s) {
+  struct tcp_send_comm *c = send_comm_of(s->comm);
+  struct tcp_send_stream *t = &c->tx[s->index];
+  if (tcp_comm_failed(&c->base)) return 0;
+  if (t->hb_active && write_heartbeat(s, t) != SOCK_IO_DONE) return 0;
+  if (!t->req && !take_chunk(c, t)) return 0;
+  enum sock_io io = write_chunk(s, t);
+  if (io == SOCK_IO_DONE) return 1;
+  if (io != SOCK_IO_AGAIN) tcp_comm_fail(&c->base, ncclRemoteError, tcp_io_reason(io));
+  return 0;
+}
+
+/* Write queued chunks until the queue is empty or the socket is full.
+ * Caller holds s->lock. */
+static enum tcp_want send_pump(struct tcp_stream *s, struct tcp_pass *pass) {
+  while (send_step(s)) pass->moved = 1;
+  if (tcp_comm_failed(s->comm)) return TCP_WANT_NOTHING;
+  return send_comm_of(s->comm)->tx[s->index].req ? TCP_WANT_WRITE : TCP_WANT_WORK;
+}
+
+static int send_serve(struct tcp_stream *s, struct tcp_pass *pass) {
+  if (atomic_load(&s->comm->stop)) return TCP_WANT_NOTHING;
+  pthread_mutex_lock(&s->lock);
+  enum tcp_want want = send_pump(s, pass);
+  pthread_mutex_unlock(&s->lock);
+  return want;
+}
+
+/* Let the calling thread move what it can without blocking. */
+static void pump_inline(struct tcp_send_comm *c) {
+  for (int i = 0; i < c->base.nstreams; i++) {
+    struct tcp_stream *s = &c->base.streams[i];
+    if (pthread_mutex_trylock(&s->lock) != 0) continue;
+    struct tcp_pass pass = {0};
+    send_pump(s, &pass);
+    pthread_mutex_unlock(&s->lock);
+  }
+}
+
+/* COLLX_PROGRESS=caller: the comm has no stream threads, and every call
+ * moves all of its requests as far as the sockets allow, so that NCCL
+ * testing only its oldest request still keeps the rest moving.  Chunks go
+ * out one per stream in turn, starting from a different stream each call,
+ * so that the streams share the chunks (and a stream whose socket is full
+ * simply takes fewer). */
+static void caller_pump(struct tcp_send_comm *c) {
+  int n = c->base.nstreams, first = (int)(c->pump_turn++ % (unsigned)n);
+  int sent;
+  do {
+    sent = 0;
+    for (int k = 0; k < n; k++) {
+      struct tcp_stream *s = &c->base.streams[(first + k) % n];
+      if (pthread_mutex_trylock(&s->lock) != 0) continue;
+      sent |= send_step(s);
+      pthread_mutex_unlock(&s->lock);
+    }
+  } while (sent);
+}
+
+/* The watchdog's tick: heartbeats on the control socket and a stream. */
+static void send_watch(struct tcp_comm_base *b, double now) {
+  struct tcp_send_comm *c = send_comm_of(b);
+  ctrl_heartbeat(c, now);
+  stream_heartbeat(c, now);
+}
+
+/* ---- requests ---------------------------------------------------------------- */
+
+static struct tcp_send_req *req_alloc(struct tcp_send_comm *c) {
+  for (int i = 0; i < COLLX_MAX_REQUESTS; i++)
+    if (c->reqs[i].base.state == REQ_FREE) {
+      tcp_req_activate(&c->reqs[i].base);
+      return &c->reqs[i];
+    }
+  return NULL;
+}
+
+/* Tell the receiver its buffer is too small, so that its request fails
+ * rather than waits.  Best effort: the comm is unusable afterwards anyway. */
+static void send_truncation(struct tcp_send_comm *c, uint32_t seq, int idx, size_t size) {
+  struct tcp_stream *s = &c->base.streams[0];
+  struct tcp_send_stream *t = &c->tx[0];
+  pthread_mutex_lock(&s->lock);
+  /* Finish the heartbeat and the chunk in progress so the header lands
+   * on a boundary. */
+  while (t->hb_active && write_heartbeat(s, t) == SOCK_IO_AGAIN) {
+    struct pollfd p = {.fd = s->fd, .events = POLLOUT};
+    if (poll(&p, 1, 1000) <= 0) break;
+  }
+  while (!t->hb_active && t->req && write_chunk(s, t) == SOCK_IO_AGAIN) {
+    struct pollfd p = {.fd = s->fd, .events = POLLOUT};
+    if (poll(&p, 1, 1000) <= 0) break;
+  }
+  if (!t->req && !t->hb_active) {
+    struct wire_chunk h = {.magic = WIRE_MAGIC, .idx = (uint8_t)idx,
+                           .flags = WIRE_CHUNK_TRUNCATED, .seq = seq, .total = size};
+    size_t done = 0;
+    while (sock_send_some(s->fd, &h, sizeof h, &done) == SOCK_IO_AGAIN) {
+      struct pollfd p = {.fd = s->fd, .events = POLLOUT};
+      if (poll(&p, 1, 1000) <= 0) break;
+    }
+  }
+  pthread_mutex_unlock(&s->lock);
+}
+
+/* isend has no CTS for this message yet: NCCL will ask again.  Counted, so
+ * that the close-time statistics say whether senders wait for receivers. */
+static ncclResult_t send_not_yet(struct tcp_send_comm *c) {
+  want_cts(c);
+  c->send_stats.isend_retries++;
+  if (!c->send_stats.waiting) c->send_stats.sends_waited++;
+  c->send_stats.waiting = 1;
+  return ncclSuccess;
+}
+
+/* Send r on the control socket: to receive entry seq/idx when matched
+ * (its CTS claimed), else early, matched by tag against the first receive
+ * from the sender's cursor on. */
+static void eager_post(struct tcp_send_comm *c, struct tcp_send_req *r, int tag, int matched) {
+  if (!matched) {
+    r->base.seq = match_early_add(&c->match_tx, tag, r->size); /* the first receive it may belong to */
+    r->idx = 0;
+    c->send_stats.early++;
+  }
+  c->send_stats.eager++;
+  COLLX_TL(COLLX_TL_ISEND, c->base.tl_key, (uint32_t)c->send_stats.eager);
+  r->eager = 1;
+  r->nchunks = 1;
+  atomic_store(&r->chunks_done, 0);
+  r->eager_hdr = (struct wire_eager){.magic = WIRE_MAGIC, .type = WIRE_EAGER,
+                                     .flags = matched ? WIRE_EAGER_MATCHED : 0, .seq = r->base.seq,
+                                     .tag = tag, .idx = (uint8_t)r->idx, .size = r->size};
+  pthread_mutex_lock(&c->base.ctrl_tx_lock);
+  collx_list_add_tail(&c->eager_queue, &r->qnode);
+  pthread_mutex_unlock(&c->base.ctrl_tx_lock);
+  ctrl_pump(c);
+}
+
+/* Queue a message matched to receive entry seq/idx for the streams. */
+static void chunks_post(struct tcp_send_comm *c, struct tcp_send_req *r) {
+  r->eager = 0;
+  r->chunk = collx_stripe_chunk(r->size, c->base.nstreams, c->max_chunk);
+  r->nchunks = collx_stripe_count(r->size, r->chunk);
+  r->next_chunk = 0;
+  atomic_store(&r->chunks_done, 0);
+  pthread_mutex_lock(&c->q_lock);
+  collx_list_add_tail(&c->queue, &r->qnode);
+  pthread_mutex_unlock(&c->q_lock);
+  if (tcp_caller_progress()) {
+    caller_pump(c);
+    return;
+  }
+  /* A small message is written here and now; wake the driver only for
+   * what is left (a futex wake and a thread hop cost more than the write
+   * itself). */
+  if (r->size <= TCP_INLINE_MAX) pump_inline(c);
+  pthread_mutex_lock(&c->q_lock);
+  int left = !collx_list_empty(&c->queue);
+  pthread_mutex_unlock(&c->q_lock);
+  if (left) tcp_progress->kick(&c->base);
+}
+
+/* Read the control socket only when the CTS we need is not in yet, and
+ * for a small send only once the early ones pile up: it can go early.
+ * 0, or -1 when the comm has failed. */
+static int cts_intake(struct tcp_send_comm *c, int eager) {
+  int need_cursor = !eager || c->match_tx.early_len >= TCP_EAGER_LOG / 2;
+  if (!need_cursor || (!c->match_tx.early_len && match_cts_ready(&c->match_tx))) return 0;
+  ctrl_drain(&c->base);
+  eager_replay(c);
+  return tcp_comm_failed(&c->base) ? -1 : 0;
+}
+
+/* Match the send to a receive entry if its CTS is in, and post it: on the
+ * control socket when small, on the streams otherwise.  A small message
+ * whose CTS is not in yet goes out early, matched later; a large one
+ * waits: *out stays NULL and NCCL asks again. */
+ncclResult_t tcp_isend(struct tcp_send_comm *c, void *data, size_t size, int tag, struct tcp_req **out) {
+  *out = NULL;
+  if (tcp_comm_failed(&c->base)) return tcp_comm_error(&c->base);
+  int eager = size <= tcp_cfg.eager_size;
+  if (cts_intake(c, eager) != 0) return tcp_comm_error(&c->base);
+  struct tcp_send_req *r = req_alloc(c);
+  if (!r) {
+    COLLX_WARN("send to %s on device %s: more than %d requests outstanding", c->base.peer,
+               c->base.devname, COLLX_MAX_REQUESTS);
+    return ncclInvalidUsage;
+  }
+  r->data = data;
+  r->size = size;
+  int claim = 0;
+  uint64_t cap = 0;
+  /* While early sends wait for their CTS the cursor is not final: only
+   * another early send may go. */
+  if (!c->match_tx.early_len) claim = match_cts_claim(&c->match_tx, tag, &r->base.seq, &r->idx, &cap);
+  if (claim > 0 && size > cap) {
+    COLLX_WARN("message of %zu bytes to %s on device %s is larger than the receive buffer "
+               "of %llu bytes posted for tag %d", size, c->base.peer, c->base.devname,
+               (unsigned long long)cap, tag);
+    uint32_t seq = r->base.seq;
+    int idx = r->idx;
+    tcp_req_retire(&r->base);
+    send_truncation(c, seq, idx, size);
+    return ncclInvalidUsage;
+  }
+  /* A tag of a later receive (claim < 0) waits, as does what has no room. */
+  if (claim < 0 || (claim == 0 && !(eager && c->match_tx.early_len < TCP_EAGER_LOG))) {
+    tcp_req_retire(&r->base);
+    return send_not_yet(c);
+  }
+  c->send_stats.waiting = 0;
+  c->base.stats.messages++;
+  c->base.stats.bytes += size;
+  *out = &r->base;
+  if (eager)
+    eager_post(c, r, tag, claim > 0);
+  else
+    chunks_post(c, r);
+  return ncclSuccess;
+}
+
+/* ---- completion ---------------------------------------------------------------- */
+
+static int send_done(struct tcp_send_req *r) {
+  return atomic_load_explicit(&r->chunks_done, memory_order_acquire) == r->nchunks;
+}
+
+/* An eager send is written by whoever tests it; a small striped send still
+ * queued (its stream was busy) can be pushed by the caller. */
+static void send_progress(struct tcp_send_comm *c, struct tcp_send_req *r) {
+  if (r->eager) ctrl_pump(c);
+  if (tcp_caller_progress())
+    caller_pump(c);
+  else if (r->size <= TCP_INLINE_MAX && !r->eager)
+    pump_inline(c);
+}
+
+static ncclResult_t send_test(struct tcp_req *base, int *done, size_t *sizes) {
+  struct tcp_send_req *r = send_req_of(base);
+  struct tcp_send_comm *c = send_comm_of(base->comm);
+  if (!send_done(r)) send_progress(c, r);
+  if (send_done(r)) {
+    ncclResult_t res = (ncclResult_t)atomic_load(&base->error);
+    if (sizes) sizes[0] = r->size;
+    tcp_req_retire(base);
+    if (res != ncclSuccess) return res;
+    *done = 1;
+    return ncclSuccess;
+  }
+  if (tcp_comm_failed(&c->base)) {
+    tcp_req_retire(base);
+    return tcp_comm_error(&c->base);
+  }
+  return ncclSuccess;
+}
+
+/* ---- lifetime ---------------------------------------------------------------- */
+
+static void log_stats(const struct tcp_send_comm *c) {
+  COLLX_INFO(COLLX_LOG_NET, "send connection to %s on device %s closed: %llu messages, %llu bytes; %llu sends "
+             "found the receiver not ready at their first isend (%llu isend calls without a request); "
+             "%llu eager, %llu of them before their CTS; %llu CTS_WANTED",
+             c->base.peer, c->base.devname, (unsigned long long)c->base.stats.messages,
+             (unsigned long long)c->base.stats.bytes, (unsigned long long)c->send_stats.sends_waited,
+             (unsigned long long)c->send_stats.isend_retries, (unsigned long long)c->send_stats.eager,
+             (unsigned long long)c->send_stats.early, (unsigned long long)c->send_stats.cts_wanted);
+}
+
+static void send_close(struct tcp_comm_base *b) {
+  struct tcp_send_comm *c = send_comm_of(b);
+  log_stats(c);
+  tcp_comm_base_stop(b);
+  pthread_mutex_destroy(&c->q_lock);
+  for (int i = 0; i < COLLX_MAX_REQUESTS; i++) c->reqs[i].base.magic = TCP_MAGIC_DEAD;
+  tcp_comm_base_bury(b);
+}
+
+static const struct tcp_comm_role send_role = {
+    .name = "send",
+    .sends = 1,
+    .watch = send_watch,
+    .drain = ctrl_drain,
+    .serve = send_serve,
+    .test = send_test,
+    .close = send_close,
+};
+
+ncclResult_t tcp_send_comm_start(const struct tcp_comm_sockets *sk, struct tcp_send_comm **out) {
+  /* The comm holds the request pool and the stream state, which the
+   * streams touch for every chunk: keep it on the NIC's NUMA node. */
+  struct tcp_send_comm *c = collx_topo_alloc_local(sk->dev, sizeof *c);
+  if (!c) {
+    tcp_close_fds(sk->ctrl_fd, sk->nstreams, sk->stream_fds);
+    COLLX_WARN("out of memory for a comm with %s", sk->peer);
+    return ncclSystemError;
+  }
+  memset(c, 0, sizeof *c);
+  if (tcp_comm_base_init(&c->base, TCP_MAGIC_SEND, &send_role, sk) != 0) {
+    collx_topo_free_local(c);
+    return ncclSystemError;
+  }
+  c->max_chunk = sk->max_chunk;
+  collx_list_init(&c->queue);
+  collx_list_init(&c->eager_queue);
+  pthread_mutex_init(&c->q_lock, NULL);
+  for (int i = 0; i < COLLX_MAX_REQUESTS; i++) {
+    c->reqs[i].base.magic = TCP_MAGIC_REQ;
+    c->reqs[i].base.comm = &c->base;
+    collx_list_init(&c->reqs[i].qnode);
+  }
+  if (tcp_comm_base_start(&c->base) != 0) {
+    tcp_comm_close(&c->base);
+    return ncclSystemError;
+  }
+  *out = c;
+  return ncclSuccess;
+}

@@ -1,0 +1,78 @@
+/*
+ * The send role: a send comm, its requests, and the state of each of its
+ * streams.  send.c owns all of it; only the comm's base (comm.h) is shared
+ * with the watchdog and the progress driver.
+ */
+#ifndef COLLX_TCP_SEND_H
+#define COLLX_TCP_SEND_H
+
+#include "comm.h"
+#include "match.h"
+
+/* A sender refused for want of a CTS asks again after this long. */
+#define TCP_CTS_WANT_RETRY_S 1e-3
+
+struct tcp_send_req {
+  struct tcp_req base;
+  char *data;
+  size_t size;
+  int idx;                /* entry of the receive this send fills */
+  size_t chunk;           /* bytes per chunk (the last may be shorter) */
+  size_t nchunks;
+  int eager;              /* travels on the control socket... */
+  struct wire_eager eager_hdr; /* ...behind this header */
+  size_t next_chunk;      /* guarded by the comm's q_lock */
+  _Atomic size_t chunks_done;
+  struct collx_list qnode; /* in the chunk queue (q_lock) or the eager queue (ctrl_tx_lock) */
+};
+
+/* What one stream is writing (its s->lock). */
+struct tcp_send_stream {
+  struct tcp_send_req *req;   /* the chunk being written... */
+  struct wire_chunk hdr;
+  size_t done;                /* ...and its bytes of header + payload written */
+  struct wire_chunk hb;       /* a heartbeat being written between chunks */
+  size_t hb_done;
+  int hb_active;
+};
+
+struct tcp_send_comm {
+  struct tcp_comm_base base;
+  struct tcp_send_stream tx[TCP_MAX_STREAMS];
+  size_t max_chunk;           /* COLLX_CHUNK_SIZE */
+  pthread_mutex_t q_lock;
+  struct collx_list queue;    /* sends with chunks not yet handed to a stream */
+  /* Eager messages share the outgoing control socket, in order
+   * (ctrl_tx_lock) */
+  struct collx_list eager_queue;  /* eager sends not yet started */
+  struct tcp_send_req *eager_tx;  /* the eager send being written */
+  size_t eager_tx_done;
+  /* A CTS_WANTED the control socket was too busy to take, queued as soon
+   * as the eager message being written ends (ctrl_tx_lock) */
+  int want_pending;
+  uint32_t want_pending_seq;
+  /* The last CTS_WANTED, for the cursor position it was sent at */
+  uint32_t want_seq;
+  double want_at;
+  /* CTS records in, the cursor, early eager sends (match.h) */
+  struct match_send match_tx;
+  double last_stream_hb;      /* heartbeat on a data stream, watchdog only */
+  unsigned pump_turn;         /* COLLX_PROGRESS=caller: stream to start from */
+  uint32_t tl_eager_tx;       /* COLLX_TIMELINE: eager messages written */
+  /* What the sends did, logged at close: the caller's thread only. */
+  struct {
+    uint64_t sends_waited;  /* sends whose first isend found no CTS */
+    uint64_t isend_retries; /* isend calls that returned no request */
+    uint64_t eager, early;  /* sent on the control socket; of those, before their CTS */
+    uint64_t cts_wanted;    /* CTS_WANTED records sent */
+    int waiting;            /* the current send has already been counted */
+  } send_stats;
+  struct tcp_send_req reqs[COLLX_MAX_REQUESTS];
+};
+
+/* Build a connected send comm from its sockets and start driving it.
+ * Takes ownership of the fds (closed on failure). */
+ncclResult_t tcp_send_comm_start(const struct tcp_comm_sockets *sk, struct tcp_send_comm **out);
+
+
+#endif
