@@ -1,24 +1,26 @@
 /*
- * Live check of thread placement (issue 3): the plugin's stream threads,
- * found by name in /proc/self/task, really run where the placement plan
- * says.
+ * Live check of thread placement (issue 3): the plugin's progress threads
+ * (the device's pool, named cx-pS.K: thread K of the pool numbered S among
+ * the device's connections), found by name in /proc/self/task, really run
+ * where the placement plan says.
  *
  * Without arguments the test runs itself three times (fork + exec, each
  * child with its own environment) and sums up:
- *   auto   COLLX_CPU_AFFINITY unset: every stream thread's Cpus_allowed_list
- *          is exactly collx_plan_cpu(plan, dev, serial, stream), or the
+ *   auto   COLLX_CPU_AFFINITY unset: every pool thread's Cpus_allowed_list
+ *          is exactly collx_plan_cpu(plan, dev, S, K), or the
  *          process's whole allowed set where the plan says -1 (not pinned,
  *          or a topology that is not this machine);
- *   off    COLLX_CPU_AFFINITY=off: every stream thread keeps the process's
+ *   off    COLLX_CPU_AFFINITY=off: every pool thread keeps the process's
  *          whole allowed set;
  *   list   COLLX_CPU_AFFINITY=<one CPU> (1 when the process may use it):
- *          every stream thread is on exactly that CPU;
+ *          every pool thread is on exactly that CPU;
  *   auto   again, the child started bound to that one CPU (as taskset -c
  *          would): the plan's CPUs, and so the threads, stay inside the
  *          process's mask.
- * Each child: COLLX_IFNAME==lo, COLLX_NSTREAMS=2, three connections through
- * one listener (six comms, so serials 0..5 and twelve stream threads), a
- * few verified exchanges on each, then the checks, then close.
+ * Each child: COLLX_IFNAME==lo, COLLX_NSTREAMS=2, COLLX_PROGRESS=threads,
+ * three connections through one listener (six comms, twelve streams on the
+ * one pool of the plan's size), a few verified exchanges on each, then the
+ * checks, then close.
  *
  * `test_live_affinity --child [auto|off|list]` runs one child in the
  * current environment (the mode names what to check).  Output: one PASS or
@@ -122,26 +124,22 @@ static int read_allowed(pid_t tid, char *buf, size_t len, cpu_set_t *set) {
   return rc;
 }
 
-/* ---- The plugin's stream threads ----------------------------------------- */
+/* ---- The plugin's progress threads --------------------------------------- */
 
 struct sthread {
   pid_t tid;
   char name[32];
-  int tx;          /* 1: cx-tx, 0: cx-rx */
-  unsigned serial; /* as named */
-  int stream;
+  unsigned serial; /* the pool's number, as named */
+  int index;       /* the thread's place in its pool */
 };
 
-/* "cx-rx12.1" / "cx-tx0.0"; 0 when the name is a stream thread's. */
+/* "cx-p12.1"; 0 when the name is a pool thread's. */
 static int parse_name(const char *name, struct sthread *t) {
-  char dir[3] = "";
   unsigned serial;
-  int stream, used = 0;
-  if (sscanf(name, "cx-%2[rtx]%u.%d%n", dir, &serial, &stream, &used) != 3 || name[used]) return -1;
-  if (strcmp(dir, "rx") && strcmp(dir, "tx")) return -1;
-  t->tx = dir[0] == 't';
+  int index, used = 0;
+  if (sscanf(name, "cx-p%u.%d%n", &serial, &index, &used) != 2 || name[used]) return -1;
   t->serial = serial;
-  t->stream = stream;
+  t->index = index;
   return 0;
 }
 
@@ -305,45 +303,31 @@ static int child(enum mode mode) {
   }
   int pinned_plan = plan && plan->settings.affinity != COLLX_AFFINITY_OFF && plan->topo->this_system;
 
-  /* Twelve threads, each named and pinned by itself as it starts: give
+  /* The pool's threads, each named and pinned by itself as it starts: give
    * them a moment after the last connection, then take what is there. */
-  const int want = NCONNS * 2 * NSTREAMS;
+  const int want = collx_topo_pool_threads(0);
   struct sthread th[MAX_THREADS];
   int n = 0;
   for (double deadline = now_s() + 5; now_s() < deadline; usleep(10000))
     if ((n = list_stream_threads(th, MAX_THREADS)) >= want) break;
-  result(n == want, "%d stream threads named cx-rxN.S / cx-txN.S (expected %d)", n, want);
+  result(n == want && want >= 2, "%d progress threads named cx-pS.K (expected the pool's %d) for %d streams", n,
+         want, NCONNS * 2 * NSTREAMS);
 
-  /* The serials of the six comms: each exactly once per direction set, all
-   * distinct, and every comm has streams 0..NSTREAMS-1. */
-  /* Serials count up across the node's collx processes (a shared counter),
-   * so this process's comms hold some window of consecutive numbers. */
-  unsigned seen[64] = {0}, base = ~0u;
-  int names_ok = 1;
-  for (int i = 0; i < n; i++)
-    if (th[i].serial < base) base = th[i].serial;
+  /* One pool: one serial, every index 0..want-1 once. */
+  unsigned seen = 0;
+  int names_ok = n > 0;
   for (int i = 0; i < n; i++) {
-    unsigned k = th[i].serial - base;
-    if (k >= 64 || th[i].stream < 0 || th[i].stream >= NSTREAMS) names_ok = 0;
-    else seen[k] |= 1u << (th[i].stream + (th[i].tx ? 8 : 0));
+    if (th[i].serial != th[0].serial || th[i].index < 0 || th[i].index >= 32) names_ok = 0;
+    else seen |= 1u << th[i].index;
   }
-  int ncomms = 0;
-  for (int s = 0; s < 64; s++) {
-    unsigned v = seen[s];
-    if (!v) continue;
-    ncomms++;
-    unsigned rx = v & 0xff, tx = v >> 8;
-    if ((rx && tx) || ((rx | tx) != (1u << NSTREAMS) - 1)) names_ok = 0;
-  }
-  result(names_ok && ncomms == NCONNS * 2,
-         "thread names: %d distinct serials, each one comm with streams 0..%d", ncomms,
-         NSTREAMS - 1);
+  result(names_ok && seen == (want < 32 ? (1u << want) - 1 : ~0u),
+         "thread names: one pool (serial %u), indexes 0..%d once each", n ? th[0].serial : 0, want - 1);
 
   /* What each thread's mask should be. */
   static cpu_set_t want_set[MAX_THREADS];
   static char why[MAX_THREADS][128];
   for (int i = 0; i < n; i++) {
-    int plan_cpu = plan ? collx_plan_cpu(plan, 0, th[i].serial, th[i].stream) : -1;
+    int plan_cpu = plan ? collx_plan_cpu(plan, 0, th[i].serial, th[i].index) : -1;
     if (mode == MODE_OFF) {
       want_set[i] = full;
       snprintf(why[i], sizeof why[i], "COLLX_CPU_AFFINITY=off: the process's set");
@@ -359,7 +343,7 @@ static int child(enum mode mode) {
       CPU_ZERO(&want_set[i]);
       CPU_SET(plan_cpu, &want_set[i]);
       snprintf(why[i], sizeof why[i], "collx_plan_cpu(plan, 0, %u, %d) = %d", th[i].serial,
-               th[i].stream, plan_cpu);
+               th[i].index, plan_cpu);
     }
   }
   /* A thread pins itself right after naming itself: allow it a moment,
@@ -402,7 +386,7 @@ static int child(enum mode mode) {
   }
   /* Auto on a plan that pins: the threads spread, not all on one core. */
   if (mode == MODE_AUTO && pinned_plan && plan->devs[0].npus > 1 && n > 1)
-    result(distinct_cpus > 1, "auto: stream threads spread over %d distinct CPUs (plan has %d)",
+    result(distinct_cpus > 1, "auto: pool threads spread over %d distinct CPUs (plan has %d)",
            distinct_cpus, plan->devs[0].npus);
 
   /* The caller's thread is never moved. */
@@ -416,7 +400,7 @@ static int child(enum mode mode) {
   while (collx_live_threads() > 0 && now_s() < deadline) usleep(10000);
   n = list_stream_threads(th, MAX_THREADS);
   result(collx_live_threads() == 0 && n == 0,
-         "after close: %d plugin threads live, %d stream threads left in /proc", collx_live_threads(),
+         "after close: %d plugin threads live, %d pool threads left in /proc", collx_live_threads(),
          n);
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;

@@ -47,7 +47,7 @@ static void sleep_ms(int ms) {
   nanosleep(&ts, NULL);
 }
 
-static enum engine_want reader_serve(struct engine_source *src) {
+static enum engine_want reader_serve(struct engine_source *src, int *moved) {
   struct reader *r = (struct reader *)src;
   atomic_fetch_add(&r->serves, 1);
   unsigned char buf[8192];
@@ -57,6 +57,7 @@ static enum engine_want reader_serve(struct engine_source *src) {
       for (ssize_t i = 0; i < n && !r->bad; i++)
         if (buf[i] != pattern(r->pair, r->got + (size_t)i)) r->bad = 1;
       r->got += (size_t)n;
+      *moved = 1;
       continue;
     }
     if (n == 0) {
@@ -67,7 +68,7 @@ static enum engine_want reader_serve(struct engine_source *src) {
   }
 }
 
-static enum engine_want writer_serve(struct engine_source *src) {
+static enum engine_want writer_serve(struct engine_source *src, int *moved) {
   struct writer *w = (struct writer *)src;
   atomic_fetch_add(&w->serves, 1);
   atomic_fetch_add(&w->in_serve, 1);
@@ -81,6 +82,7 @@ static enum engine_want writer_serve(struct engine_source *src) {
     ssize_t k = send(src->fd, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (k > 0) {
       w->sent += (size_t)k;
+      *moved = 1;
       continue;
     }
     want = k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? ENGINE_WANT_WRITE : ENGINE_WANT_NOTHING;

@@ -218,11 +218,6 @@ static uint32_t timeline_key(int fd, int is_send) {
 
 int tcp_comm_base_init(struct tcp_comm_base *c, uint32_t magic, const struct tcp_comm_role *role,
                        const struct tcp_comm_sockets *sk) {
-  if (tcp_cond_init(&c->wake_cond) != 0) {
-    COLLX_WARN("cannot create a condition variable for a comm with %s", sk->peer);
-    tcp_close_fds(sk->ctrl_fd, sk->nstreams, sk->stream_fds);
-    return -1;
-  }
   c->magic = magic;
   c->role = role;
   c->dev = sk->dev;
@@ -235,7 +230,6 @@ int tcp_comm_base_init(struct tcp_comm_base *c, uint32_t magic, const struct tcp
   c->ctrl_fd = sk->ctrl_fd;
   c->tl_key = timeline_key(sk->ctrl_fd, role->sends);
   c->nstreams = sk->nstreams;
-  pthread_mutex_init(&c->wake_lock, NULL);
   pthread_mutex_init(&c->ctrl_rx_lock, NULL);
   pthread_mutex_init(&c->ctrl_tx_lock, NULL);
   for (int i = 0; i < sk->nstreams; i++) {
@@ -249,7 +243,20 @@ int tcp_comm_base_init(struct tcp_comm_base *c, uint32_t magic, const struct tcp
   return 0;
 }
 
+/* Comms open per device, for the stream count of new connections
+ * (collx_streams_for_comms); devices past the table share its last slot. */
+#define COUNTED_DEVICES 64
+static atomic_int comms_open[COUNTED_DEVICES];
+
+static atomic_int *comms_open_of(int dev) {
+  return &comms_open[dev >= 0 && dev < COUNTED_DEVICES ? dev : COUNTED_DEVICES - 1];
+}
+
+int tcp_comms_open(int dev) { return atomic_load(comms_open_of(dev)); }
+
 int tcp_comm_base_start(struct tcp_comm_base *c) {
+  atomic_fetch_add(comms_open_of(c->dev), 1);
+  c->counted = 1;
   if (!tcp_caller_progress()) {
     if (tcp_progress->attach(c) != 0) return -1;
     c->driven = 1;
@@ -260,11 +267,11 @@ int tcp_comm_base_start(struct tcp_comm_base *c) {
 }
 
 void tcp_comm_base_stop(struct tcp_comm_base *c) {
+  if (c->counted) atomic_fetch_sub(comms_open_of(c->dev), 1);
+  c->counted = 0;
   if (c->watched) tcp_watchdog_remove(c);
   atomic_store(&c->stop, 1);
-  /* Wake every thread: blocked in poll (shutdown makes the fd ready) or
-   * waiting for work.  Nothing waits on the peer. */
-  for (int i = 0; i < c->nstreams; i++) shutdown(c->streams[i].fd, SHUT_RDWR);
+  /* Nothing waits on the peer: detach waits out a pass in progress only. */
   if (c->driven) tcp_progress->detach(c);
   c->driven = 0;
   for (int i = 0; i < c->nstreams; i++) {
@@ -272,8 +279,6 @@ void tcp_comm_base_stop(struct tcp_comm_base *c) {
     pthread_mutex_destroy(&c->streams[i].lock);
   }
   ctrl_close_gently(c);
-  pthread_mutex_destroy(&c->wake_lock);
-  pthread_cond_destroy(&c->wake_cond);
   pthread_mutex_destroy(&c->ctrl_rx_lock);
   pthread_mutex_destroy(&c->ctrl_tx_lock);
 }

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine.h"
 #include "sock.h"
 #include "tcp.h"
 #include "util/list.h"
@@ -73,13 +74,7 @@ struct tcp_stream {
   struct tcp_comm_base *comm;
   pthread_mutex_t lock;   /* serialises I/O on fd and the role's state of the stream */
   atomic_int eof;         /* the peer closed this stream between chunks */
-  /* The threads driver (progress_threads.c) */
-  pthread_t thread;
-  int thread_started;
-  /* COLLX_INLINE_RECV: the thread parks (does not watch the socket) while
-   * the caller polls test(); the caller wakes it for a large chunk. */
-  atomic_int parked;
-  atomic_int bulk_wanted;
+  struct engine_source src; /* its place in the progress pool (progress_engine.c) */
 };
 
 /* What differs by role, filled by send.c and recv.c, so that the shared
@@ -126,11 +121,8 @@ struct tcp_comm_base {
   atomic_int active_reqs;   /* requests in flight: is a failure worth a WARN? */
   char error_what[128];     /* why the comm failed, for a late WARN */
   int driven;               /* attached to the progress driver */
-  /* The threads driver's wake-ups: new send work (wake_gen), close,
-   * failure, a parked stream wanted for bulk. */
-  pthread_mutex_t wake_lock;
-  pthread_cond_t wake_cond;
-  atomic_uint wake_gen;
+  int counted;              /* in its device's count of open comms */
+  struct tcp_pool *pool;     /* the progress pool driving its streams */
   /* Incoming control bytes (ctrl_rx_lock, each role parses its own) */
   pthread_mutex_t ctrl_rx_lock;
   char ctrl_rx[TCP_CTRL_RX_BYTES];
@@ -172,6 +164,8 @@ int tcp_comm_base_start(struct tcp_comm_base *c);
 void tcp_comm_base_stop(struct tcp_comm_base *c);
 /* Mark the comm dead and keep its memory a while (tcp_quarantine). */
 void tcp_comm_base_bury(struct tcp_comm_base *c);
+/* Send and receive comms open on device `dev` in this process. */
+int tcp_comms_open(int dev);
 /* Close fds a comm was never built from. */
 void tcp_close_fds(int ctrl_fd, int n, const int *fds);
 

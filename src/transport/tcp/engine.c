@@ -220,12 +220,13 @@ static void interest_set(struct engine_loop *l, struct engine_source *src, enum 
 static int loop_round(struct engine_loop *l, const struct epoll_event *ev, int nev) {
   pthread_mutex_lock(&l->busy);
   uint32_t n = round_collect(l, ev, nev);
+  int moved = 0;
   for (uint32_t i = 0; i < n; i++) {
     struct engine_source *src = l->todo[i];
-    interest_set(l, src, src->serve(src));
+    interest_set(l, src, src->serve(src, &moved));
   }
   pthread_mutex_unlock(&l->busy);
-  return n > 0;
+  return moved;
 }
 
 static int kicks_waiting(struct engine_loop *l) {

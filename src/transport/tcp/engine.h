@@ -28,7 +28,8 @@ struct engine_loop;
 
 struct engine_source {
   int fd;
-  enum engine_want (*serve)(struct engine_source *src);
+  /* *moved: set to 1 when bytes went through the socket (spinning). */
+  enum engine_want (*serve)(struct engine_source *src, int *moved);
   /* The engine's own: set by engine_attach. */
   struct engine_loop *loop;
   uint32_t slot;
@@ -43,7 +44,8 @@ struct engine_pool_config {
   /* Called first on each pool thread (naming, pinning); may be NULL. */
   void (*thread_start)(void *arg, int index);
   void *arg;
-  /* After serving, poll without sleeping for this long (COLLX_SPIN_US). */
+  /* After a serve moved bytes, poll without sleeping for this long
+   * (COLLX_SPIN_US): the next message of a burst then needs no wake-up. */
   double spin_s;
 };
 

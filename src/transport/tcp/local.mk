@@ -13,7 +13,7 @@ libcollx_tcp_la_SOURCES = \
 	src/transport/tcp/send.c src/transport/tcp/send.h \
 	src/transport/tcp/recv.c src/transport/tcp/recv_ctrl.c src/transport/tcp/recv_entry.c src/transport/tcp/recv.h \
 	src/transport/tcp/watchdog.c \
-	src/transport/tcp/progress.h src/transport/tcp/progress_threads.c \
+	src/transport/tcp/progress.h src/transport/tcp/progress_engine.c \
 	src/transport/tcp/engine.c src/transport/tcp/engine.h \
 	src/transport/tcp/match.c src/transport/tcp/match.h \
 	src/transport/tcp/sock.c src/transport/tcp/sock.h \

@@ -2,8 +2,8 @@
  * The seam between the data streams and whatever drives them.
  *
  * Each stream's work is a non-blocking pass (tcp_stream_serve); a driver
- * decides when to run it: today one thread per stream
- * (progress_threads.c).  With COLLX_PROGRESS=caller no driver is attached
+ * decides when to run it: a pool of event-loop threads per device
+ * (progress_engine.c over engine.c).  With COLLX_PROGRESS=caller no driver is attached
  * and the caller's isend/test run the passes (send.c, recv.c).
  */
 #ifndef COLLX_TCP_PROGRESS_H
@@ -25,24 +25,23 @@ enum tcp_want tcp_stream_serve(struct tcp_stream *s);
 int tcp_stream_fd(const struct tcp_stream *s);
 int tcp_stream_is_send(const struct tcp_stream *s);
 
-/* What one pass did, for a driver that adapts to it (the threads driver
- * spins after data, steps aside for a caller, parks while one polls). */
+/* What one pass did, for a driver that adapts to it (the pool spins
+ * after data with COLLX_SPIN_US). */
 struct tcp_pass {
   int moved;   /* bytes went through the socket */
-  int busy;    /* a caller held the stream: nothing was done */
-  int bulk;    /* receive: in the middle of a chunk too large for a polling caller */
 };
 /* tcp_stream_serve, saying what the pass did. */
 enum tcp_want tcp_stream_serve_pass(struct tcp_stream *s, struct tcp_pass *pass);
 
-/* The driver of the streams (threads today), chosen at init. */
+/* The driver of the streams: a pool of event-loop threads per device
+ * (progress_engine.c).  With COLLX_PROGRESS=caller none is attached. */
 struct tcp_progress_ops {
   const char *name;
   int (*attach)(struct tcp_comm_base *c);  /* start driving c's streams; 0 or -1 (nothing left attached) */
   void (*kick)(struct tcp_comm_base *c);   /* send work was queued for c's streams */
   void (*detach)(struct tcp_comm_base *c); /* synchronous: on return nothing drives c's streams */
 };
-extern const struct tcp_progress_ops tcp_progress_threads; /* one thread per stream (today's) */
-extern const struct tcp_progress_ops *tcp_progress;        /* the driver in use */
+extern const struct tcp_progress_ops tcp_progress_pool;
+extern const struct tcp_progress_ops *const tcp_progress; /* the driver in use */
 
 #endif

@@ -23,25 +23,28 @@
 #define POOL_DEVICES 64
 
 static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct device_pool {
+static struct tcp_pool {
   struct engine_pool *pool;
   int streams;       /* attached */
   int dev;
   unsigned serial;   /* pins the pool's threads like a connection's streams */
 } pools[POOL_DEVICES];
 
+/* Name the thread (top -H, /proc/PID/task/TID/comm: "cx-p3.1" is thread 1
+ * of the pool numbered 3 among its device's connections) and pin it where
+ * the placement plan puts stream 1 of connection 3. */
 static void pool_thread_start(void *arg, int index) {
-  struct device_pool *dp = arg;
+  struct tcp_pool *dp = arg;
   char name[16];
-  snprintf(name, sizeof name, "cx-pool%d.%d", dp->dev, index);
+  snprintf(name, sizeof name, "cx-p%u.%d", dp->serial, index);
   pthread_setname_np(pthread_self(), name);
   collx_topo_pin_self(dp->dev, dp->serial, index);
 }
 
 /* The device's pool, started if need be, with `streams` more attached.
  * Caller holds pools_lock. */
-static struct device_pool *pool_get(int dev, int streams) {
-  struct device_pool *dp = &pools[dev >= 0 && dev < POOL_DEVICES ? dev : POOL_DEVICES - 1];
+static struct tcp_pool *pool_get(int dev, int streams) {
+  struct tcp_pool *dp = &pools[dev >= 0 && dev < POOL_DEVICES ? dev : POOL_DEVICES - 1];
   if (!dp->pool) {
     dp->dev = dev;
     dp->serial = collx_topo_next_serial(dev);
@@ -54,14 +57,14 @@ static struct device_pool *pool_get(int dev, int streams) {
       atomic_fetch_sub(&tcp_live_threads, threads);
       return NULL;
     }
-    COLLX_INFO(COLLX_LOG_NET, "device %d: %d progress threads started", dev, threads);
+    COLLX_INFO(COLLX_LOG_NET, "device %d: %d progress threads started (cx-p%u.*)", dev, threads, dp->serial);
   }
   dp->streams += streams;
   return dp;
 }
 
 /* Caller holds pools_lock. */
-static void pool_put(struct device_pool *dp, int streams) {
+static void pool_put(struct tcp_pool *dp, int streams) {
   dp->streams -= streams;
   if (dp->streams > 0) return;
   int threads = engine_pool_threads(dp->pool);
@@ -70,8 +73,11 @@ static void pool_put(struct device_pool *dp, int streams) {
   dp->pool = NULL;
 }
 
-static enum engine_want serve_stream(struct engine_source *src) {
-  switch (tcp_stream_serve(COLLX_CONTAINER_OF(src, struct tcp_stream, src))) {
+static enum engine_want serve_stream(struct engine_source *src, int *moved) {
+  struct tcp_pass pass;
+  enum tcp_want want = tcp_stream_serve_pass(COLLX_CONTAINER_OF(src, struct tcp_stream, src), &pass);
+  *moved |= pass.moved;
+  switch (want) {
   case TCP_WANT_READ: return ENGINE_WANT_READ;
   case TCP_WANT_WRITE: return ENGINE_WANT_WRITE;
   case TCP_WANT_WORK: return ENGINE_WANT_KICK;
@@ -85,7 +91,7 @@ static void streams_detach(struct tcp_comm_base *c, int n) {
 
 static int engine_attach_comm(struct tcp_comm_base *c) {
   pthread_mutex_lock(&pools_lock);
-  struct device_pool *dp = pool_get(c->dev, c->nstreams);
+  struct tcp_pool *dp = pool_get(c->dev, c->nstreams);
   pthread_mutex_unlock(&pools_lock);
   if (!dp) return -1;
   uint64_t used = 0;
@@ -111,7 +117,7 @@ static void engine_kick_comm(struct tcp_comm_base *c) {
 }
 
 static void engine_detach_comm(struct tcp_comm_base *c) {
-  struct device_pool *dp = c->pool;
+  struct tcp_pool *dp = c->pool;
   if (!dp) return;
   streams_detach(c, c->nstreams);
   pthread_mutex_lock(&pools_lock);
@@ -120,9 +126,11 @@ static void engine_detach_comm(struct tcp_comm_base *c) {
   c->pool = NULL;
 }
 
-const struct tcp_progress_ops tcp_progress_engine = {
+const struct tcp_progress_ops tcp_progress_pool = {
     .name = "a pool of progress threads per device",
     .attach = engine_attach_comm,
     .kick = engine_kick_comm,
     .detach = engine_detach_comm,
 };
+
+const struct tcp_progress_ops *const tcp_progress = &tcp_progress_pool;

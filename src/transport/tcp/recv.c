@@ -7,7 +7,7 @@
  * reader checks it (recv_entry.c) before reading the payload straight into
  * the buffer.  The streams are read by the progress driver (progress.h);
  * with COLLX_INLINE_RECV a caller polling test() reads small chunks itself
- * while the driver's threads stay parked, and with COLLX_PROGRESS=caller
+ * when it gets there first, and with COLLX_PROGRESS=caller
  * the caller's test reads every stream.  Eager messages are read from the
  * control socket by test (recv_ctrl.c).
  */
@@ -135,11 +135,6 @@ static enum sock_io read_staged(struct tcp_stream *s, struct tcp_recv_stream *t,
   return *got ? SOCK_IO_DONE : io;
 }
 
-/* The stream is in the middle of a chunk too large for the caller. */
-static int in_bulk(const struct tcp_recv_stream *t) {
-  return t->req && t->hdr.len - t->done >= TCP_STAGE_SIZE / 2;
-}
-
 /* How a read ended, judged: 0 to go on, -1 to stop (dry, closed between
  * chunks, or after failing the comm). */
 static int read_ended(struct tcp_stream *s, struct tcp_recv_stream *t, enum sock_io io) {
@@ -208,35 +203,23 @@ static int recv_serve(struct tcp_stream *s, struct tcp_pass *pass) {
   struct tcp_comm_base *b = s->comm;
   if (atomic_load(&b->stop) || tcp_comm_failed(b) || atomic_load(&s->eof)) return TCP_WANT_NOTHING;
   /* With COLLX_INLINE_RECV the caller's test() may be reading this stream
-   * right now: then it has the data in hand, and the driver steps aside. */
-  if (pthread_mutex_trylock(&s->lock) != 0) {
-    pass->busy = 1;
-    return TCP_WANT_READ;
-  }
+   * right now: then it has the data in hand, and the pool steps aside (the
+   * socket stays ready, so it comes back next round). */
+  if (pthread_mutex_trylock(&s->lock) != 0) return TCP_WANT_READ;
   pass->moved = read_stream(s, 0);
-  pass->bulk = in_bulk(&recv_comm_of(b)->rx[s->index]);
   pthread_mutex_unlock(&s->lock);
   return TCP_WANT_READ;
 }
 
-int tcp_recv_caller_polling(struct tcp_comm_base *b) {
-  return tcp_cfg.inline_recv && tcp_now() - atomic_load(&recv_comm_of(b)->caller_seen) < TCP_PARK_WINDOW_S;
-}
-
-/* COLLX_INLINE_RECV: the caller reads what is small and hands a large
- * chunk to the driver, waking a parked stream only then. */
+/* COLLX_INLINE_RECV: the caller reads what is small and leaves a large
+ * chunk to the pool, which reads the stream too. */
 static void read_inline(struct tcp_recv_comm *c) {
-  atomic_store(&c->caller_seen, tcp_now());
-  int wake = 0;
   for (int i = 0; i < c->base.nstreams; i++) {
     struct tcp_stream *s = &c->base.streams[i];
     if (pthread_mutex_trylock(&s->lock) != 0) continue;
     read_stream(s, 1);
-    int bulk = in_bulk(&c->rx[i]);
     pthread_mutex_unlock(&s->lock);
-    if (bulk && atomic_load(&s->parked) && !atomic_exchange(&s->bulk_wanted, 1)) wake = 1;
   }
-  if (wake) tcp_comm_wake(&c->base);
 }
 
 /* COLLX_PROGRESS=caller: the comm has no stream threads, and every call

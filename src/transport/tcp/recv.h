@@ -15,9 +15,6 @@
 
 /* Receive staging per stream: a header and a small message in one recv. */
 #define TCP_STAGE_SIZE (64 * 1024)
-/* COLLX_INLINE_RECV: a caller that polled test() this recently is taken to
- * be polling still, and the stream threads stay parked. */
-#define TCP_PARK_WINDOW_S 0.001
 
 struct tcp_entry {        /* one buffer of a (grouped) receive */
   char *buf;
@@ -68,7 +65,6 @@ struct tcp_recv_comm {
   size_t eager_rx_got;
   struct match_recv match_rx;
   uint32_t tl_eager_rx;       /* COLLX_TIMELINE: eager messages landed */
-  _Atomic double caller_seen; /* COLLX_INLINE_RECV: last test() on this comm */
   unsigned read_turn;         /* COLLX_PROGRESS=caller: stream test reads first (the caller's thread) */
   _Atomic uint32_t recv_seq;  /* written by the caller, read by the control socket's reader */
   /* receive posted for seq % MAX_REQUESTS; published with release order so
@@ -81,9 +77,6 @@ struct tcp_recv_comm {
  * Takes ownership of the fds (closed on failure). */
 ncclResult_t tcp_recv_comm_start(const struct tcp_comm_sockets *sk, struct tcp_recv_comm **out);
 
-/* COLLX_INLINE_RECV: has a caller polled test() on this comm just now?
- * (The threads driver parks the streams meanwhile.) */
-int tcp_recv_caller_polling(struct tcp_comm_base *c);
 
 /* The peer has closed everything, and nothing it sent is left for a
  * posted receive. */

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "sock.h"
+#include "topo/topo.h"
 #include "comm.h"
 #include "recv.h"
 #include "send.h"
@@ -426,6 +427,15 @@ static void connecting_free(struct tcp_connecting *c, int close_fds_too) {
 
 /* default_streams: the device's count from the placement plan, used when
  * opts names none. */
+/* The streams a new connection proposes (connection options aside): the
+ * device's count, fewer once many comms are open on it (src/topo/streams.c),
+ * never fewer than its members; COLLX_NSTREAMS is taken as it is. */
+static int streams_for_new(const struct collx_device *dev, int dev_index) {
+  if (tcp_cfg.nstreams > 0) return dev->streams;
+  int n = collx_streams_for_comms(dev->streams, tcp_comms_open(dev_index));
+  return n < dev->nmembers ? dev->nmembers : n;
+}
+
 static struct tcp_connecting *connecting_new(struct collx_handle *h, const struct collx_conn_opts *opts,
                                              int default_streams, const char **why, int *sys_err) {
   struct tcp_connecting *c = calloc(1, sizeof *c);
@@ -446,7 +456,7 @@ static struct tcp_connecting *connecting_new(struct collx_handle *h, const struc
   c->handle = h;
   c->ctrl_fd = -1;
   for (int i = 0; i < TCP_MAX_STREAMS; i++) c->fds[i] = -1;
-  c->nstreams = opts && opts->nstreams > 0 ? opts->nstreams : default_streams;
+  c->nstreams = opts && opts->nstreams > 0 && opts->nstreams < default_streams ? opts->nstreams : default_streams;
   if (c->nstreams < 1) c->nstreams = 1;
   if (c->nstreams > TCP_MAX_STREAMS) c->nstreams = TCP_MAX_STREAMS;
   c->proposed = c->nstreams;
@@ -687,7 +697,7 @@ ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, struct c
   if (!c) {
     const char *why = NULL;
     int sys_err = 0;
-    c = connecting_new(h, opts, dev->streams, &why, &sys_err);
+    c = connecting_new(h, opts, streams_for_new(dev, dev_index), &why, &sys_err);
     if (!c && sys_err) {
       COLLX_WARN("connect on device %s: %s: %s", dev->name, why, strerror(sys_err));
       return ncclSystemError;
