@@ -14,7 +14,10 @@ int match_cts_accept(struct match_send *s, const struct wire_ctrl *m, const char
   slot->seq = m->seq;
   slot->n = m->n;
   slot->matched = 0;
-  memcpy(slot->e, m->e, sizeof slot->e);
+  for (int i = 0; i < COLLX_MAX_RECVS; i++) {
+    slot->tag[i] = m->e[i].tag;
+    slot->size[i] = m->e[i].size;
+  }
   atomic_store_explicit(&slot->valid, 1, memory_order_release);
   return 0;
 }
@@ -24,11 +27,11 @@ int match_cts_claim(struct match_send *s, int tag, uint32_t *seq, int *idx, uint
   if (!atomic_load_explicit(&slot->valid, memory_order_acquire) || slot->seq != s->seq) return MATCH_NOT_IN;
   int k = -1;
   for (int i = 0; i < slot->n && k < 0; i++)
-    if (!(slot->matched & (1u << i)) && slot->e[i].tag == tag) k = i;
+    if (!(slot->matched & (1u << i)) && slot->tag[i] == tag) k = i;
   if (k < 0) return MATCH_NO_ENTRY;
   *seq = slot->seq;
   *idx = k;
-  *cap = slot->e[k].size;
+  *cap = slot->size[k];
   slot->matched |= 1u << k;
   if (__builtin_popcount(slot->matched) == slot->n) {
     atomic_store_explicit(&slot->valid, 0, memory_order_release);

@@ -57,8 +57,11 @@ struct match_cts_slot {
   atomic_int valid;
   uint32_t seq;
   int n;
-  struct wire_cts_entry e[COLLX_MAX_RECVS];
   uint32_t matched;       /* bit per entry */
+  /* The entries, as separate arrays: 12 bytes an entry where the wire's
+   * padded record takes 16, and the table holds TCP_SEQ_SLOTS of them. */
+  int32_t tag[COLLX_MAX_RECVS];
+  uint64_t size[COLLX_MAX_RECVS];
 };
 
 struct match_send {

@@ -340,6 +340,7 @@ enum conn_stage { STAGE_CTRL_CONNECT, STAGE_CTRL_HELLO, STAGE_WELCOME, STAGE_STR
 struct tcp_connecting {
   struct collx_handle *handle; /* the handle memory this state belongs to */
   const void *owner;           /* collx_conn_opts.owner */
+  int dev;                     /* device index */
   int tclass;
   struct collx_list node;      /* in the registry */
   double last_call;            /* when connect last stepped it (registry_lock) */
@@ -427,17 +428,30 @@ static void connecting_free(struct tcp_connecting *c, int close_fds_too) {
 
 /* default_streams: the device's count from the placement plan, used when
  * opts names none. */
+/* Connects of device `dev` under way (registry_lock). */
+static int connects_pending(int dev) {
+  int n = 0;
+  for (struct collx_list *pos = registry.next; pos != &registry; pos = pos->next)
+    n += COLLX_CONTAINER_OF(pos, struct tcp_connecting, node)->dev == dev;
+  return n;
+}
+
 /* The streams a new connection proposes (connection options aside): the
- * device's count, fewer once many comms are open on it (src/topo/streams.c),
- * never fewer than its members; COLLX_NSTREAMS is taken as it is. */
+ * device's count, fewer once many comms are open or opening on it
+ * (src/topo/streams.c), never fewer than its members; COLLX_NSTREAMS is
+ * taken as it is. */
 static int streams_for_new(const struct collx_device *dev, int dev_index) {
   if (tcp_cfg.nstreams > 0) return dev->streams;
-  int n = collx_streams_for_comms(dev->streams, tcp_comms_open(dev_index));
+  pthread_mutex_lock(&registry_lock);
+  int opening = connects_pending(dev_index);
+  pthread_mutex_unlock(&registry_lock);
+  int n = collx_streams_for_comms(dev->streams, tcp_comms_open(dev_index) + opening);
   return n < dev->nmembers ? dev->nmembers : n;
 }
 
 static struct tcp_connecting *connecting_new(struct collx_handle *h, const struct collx_conn_opts *opts,
-                                             int default_streams, const char **why, int *sys_err) {
+                                             int dev_index, int default_streams, const char **why,
+                                             int *sys_err) {
   struct tcp_connecting *c = calloc(1, sizeof *c);
   if (!c) {
     *why = "out of memory";
@@ -454,6 +468,7 @@ static struct tcp_connecting *connecting_new(struct collx_handle *h, const struc
     return NULL;
   }
   c->handle = h;
+  c->dev = dev_index;
   c->ctrl_fd = -1;
   for (int i = 0; i < TCP_MAX_STREAMS; i++) c->fds[i] = -1;
   c->nstreams = opts && opts->nstreams > 0 && opts->nstreams < default_streams ? opts->nstreams : default_streams;
@@ -697,7 +712,7 @@ ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, struct c
   if (!c) {
     const char *why = NULL;
     int sys_err = 0;
-    c = connecting_new(h, opts, streams_for_new(dev, dev_index), &why, &sys_err);
+    c = connecting_new(h, opts, dev_index, streams_for_new(dev, dev_index), &why, &sys_err);
     if (!c && sys_err) {
       COLLX_WARN("connect on device %s: %s: %s", dev->name, why, strerror(sys_err));
       return ncclSystemError;
