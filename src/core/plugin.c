@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/comm.h"
@@ -49,12 +50,14 @@ static ncclResult_t start_transport(void) {
   int caller = config.progress == COLLX_PROGRESS_CALLER;
   /* The stream count of each device is the placement plan's (src/topo/streams.c),
    * logged with its reasons as "topology: dev N ... streams per connection". */
-  for (int i = 0; i < nphys; i++)
-    COLLX_INFO(COLLX_LOG_INIT, "device %d %s: %d streams per connection, pieces up to %zu bytes, %s", i,
-               devices[i].name, devices[i].streams, config.chunk_size,
-               caller ? "I/O by the caller of isend/irecv/test (COLLX_PROGRESS)" : "a thread per stream");
+  for (int i = 0; i < nphys; i++) {
+    char progress[64] = "I/O by the caller of isend/irecv/test (COLLX_PROGRESS)";
+    if (!caller) snprintf(progress, sizeof progress, "%d progress threads", collx_topo_pool_threads(i));
+    COLLX_INFO(COLLX_LOG_INIT, "device %d %s: %d streams per connection (fewer with many comms open), chunks up to "
+               "%zu bytes, %s", i, devices[i].name, devices[i].streams, config.chunk_size, progress);
+  }
   if (!caller && config.spin_us > 0)
-    COLLX_INFO(COLLX_LOG_INIT, "stream threads spin %d us after data", config.spin_us);
+    COLLX_INFO(COLLX_LOG_INIT, "progress threads spin %d us after data", config.spin_us);
   return ncclSuccess;
 }
 

@@ -144,7 +144,7 @@ void tcp_ctrl_queue_heartbeat(struct tcp_comm_base *c, double now) {
  * kernel send a reset, which drops what it still holds for the peer (eager
  * messages) and fails the peer's reads.  So: end our direction (the peer
  * reads everything, then end of stream), read and drop what has come in,
- * and close once the peer has acknowledged all we sent, the peer has
+ * and close once the peer has acknowledged all the data we sent, the peer has
  * closed too, or a short while has passed.  A comm that has failed does
  * not wait: its peer is gone. */
 static void ctrl_close_gently(struct tcp_comm_base *c) {
@@ -157,8 +157,11 @@ static void ctrl_close_gently(struct tcp_comm_base *c) {
     while ((n = recv(fd, sink, sizeof sink, MSG_DONTWAIT)) > 0) {
     }
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) break;
+    /* The count includes our FIN, which the peer's kernel acknowledges
+     * late (a delayed ACK, 40 ms on Linux): all our data is in once only
+     * the FIN is left. */
     int unacked = 0;
-    if (ioctl(fd, SIOCOUTQ, &unacked) != 0 || unacked == 0) break;
+    if (ioctl(fd, SIOCOUTQ, &unacked) != 0 || unacked <= 1) break;
     if (tcp_now() >= until) break;
     struct pollfd p = {.fd = fd, .events = POLLIN};
     poll(&p, 1, 5);
