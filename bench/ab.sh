@@ -6,7 +6,10 @@
 # SAMPLE_PROCS=1, so each run also records every rank's threads and
 # descriptors); the table gathers bus bandwidth per round and build.
 #
-#   bench/ab.sh [options] NCCL_TESTS_TARBALL LABEL=PLUGIN_BUILD_DIR LABEL=PLUGIN_BUILD_DIR ...
+#   bench/ab.sh [options] NCCL_TESTS_TARBALL LABEL=PLUGIN_BUILD_DIR[,VAR=value...] ...
+#
+# A build may carry settings of its own after its directory
+# (new8=/tmp/new,COLLX_NTHREADS=8): they join COLLX_EXTRA_ENV for its runs.
 #
 # Options:
 #   --rounds N       rounds (default 2)
@@ -34,8 +37,10 @@ done
 [ ${#POS[@]} -ge 3 ] || { echo "ab.sh: a tarball and at least two LABEL=DIR builds are needed" >&2; exit 2; }
 TARBALL=${POS[0]}
 BUILDS=("${POS[@]:1}")
+dir_of() { local d=${1#*=}; echo "${d%%,*}"; }
+env_of() { local d=${1#*=}; case "$d" in *,*) echo "${d#*,}" | tr ',' ' ' ;; esac; }
 for b in "${BUILDS[@]}"; do
-  case "$b" in *=*) [ -d "${b#*=}" ] || { echo "ab.sh: no build directory ${b#*=}" >&2; exit 2; } ;;
+  case "$b" in *=*) [ -d "$(dir_of "$b")" ] || { echo "ab.sh: no build directory $(dir_of "$b")" >&2; exit 2; } ;;
     *) echo "ab.sh: '$b' is not LABEL=DIR" >&2; exit 2 ;; esac
 done
 mkdir -p "$OUT"
@@ -46,8 +51,9 @@ for r in $(seq 1 "$ROUNDS"); do
   for b in "${BUILDS[@]}"; do
     label=${b%%=*}
     echo "[ab] round $r: $label"
-    RESULTS_DIR=$OUT/$label-$r "$SCRIPT_DIR/nccl-tests.sh" --configs collx --ranks "$RANKS" --colls "$COLLS" \
-      --tag "ab-$label" "$TARBALL" "${b#*=}" >"$OUT/$label-$r.log" 2>&1 || rc=1
+    COLLX_EXTRA_ENV="${COLLX_EXTRA_ENV-COLLX_RAIL_ID=lo=0 COLLX_PLANE_ID=lo=0} $(env_of "$b")" \
+      RESULTS_DIR=$OUT/$label-$r "$SCRIPT_DIR/nccl-tests.sh" --configs collx --ranks "$RANKS" --colls "$COLLS" \
+      --tag "ab-$label" "$TARBALL" "$(dir_of "$b")" >"$OUT/$label-$r.log" 2>&1 || rc=1
     tail -n 3 "$OUT/$label-$r.log"
   done
 done
@@ -56,7 +62,7 @@ for b in "${BUILDS[@]}"; do labels+=("${b%%=*}"); done
 PY=python3
 command -v "$PY" >/dev/null 2>&1 || PY=/usr/bin/python3
 AB_BENCH_DIR=$SCRIPT_DIR "$PY" - "$OUT" "$ROUNDS" "${labels[@]}" >"$OUT/table.md" <<'PYEOF'
-import os, sys
+import glob, os, sys
 sys.path.insert(0, os.environ.get("AB_BENCH_DIR", ""))
 out, rounds, labels = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 from nt_report import Run, fmt
@@ -67,12 +73,12 @@ for r in range(1, rounds + 1):
         raw = os.path.join(out, "%s-%d" % (label, r), "raw")
         for st in read_status(raw):
             run = Run(st, raw)
-            procs = os.path.join(raw, run.name + ".procs")
             peak = "-"
-            if os.path.exists(procs):
-                vals = [l.split() for l in open(procs).read().splitlines()[1:] if l.strip()]
-                if vals:
-                    peak = "%d / %d / %d" % tuple(max(int(v[i]) for v in vals) for i in (1, 2, 3))
+            vals = []
+            for fn in glob.glob(os.path.join(raw, run.name + ".procs.rank*")):
+                vals += [l.split() for l in open(fn).read().splitlines() if l.strip()]
+            if vals:
+                peak = "%d / %d / %d" % tuple(max(int(v[i]) for v in vals) for i in (1, 2, 3))
             rows.append((run.coll, run.nranks, r, label, run, peak))
             sizes.update(s for s in run.rows if run.good(s))
 sizes = sorted(s for s in sizes if s >= 16 << 20)

@@ -50,7 +50,8 @@
 #   BENCH_EXTRA_ENV "VAR=value ..." for every run
 #   SAMPLE_PROCS=1  while each run goes, count every rank's threads, collx's
 #                   own threads (named cx-*) and open descriptors twice a second;
-#                   the largest of each per rank goes to raw/<run>.procs
+#                   the largest of each goes to raw/<run>.procs.rank<r>
+#                   ("rank threads cx-threads descriptors")
 #   USE_MPS=0, MPI_OPTS, CUDA_HOME, NCCL_HOME, PYTHON, JOBS (build, default 16),
 #   NVCC_GENCODE (default -gencode=arch=compute_90,code=sm_90)
 #
@@ -316,7 +317,20 @@ r=${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-${PMI_RANK:-0}}}
 NCCL_HOSTID="bench-host-$r"
 export NCCL_HOSTID
 [ -n "${BENCH_NCCL_LOG_PREFIX:-}" ] && NCCL_DEBUG_FILE="$BENCH_NCCL_LOG_PREFIX.rank$r.log" && export NCCL_DEBUG_FILE
-exec "$@"
+[ -n "${BENCH_PROCS_PREFIX:-}" ] || exec "$@"
+# SAMPLE_PROCS=1: the rank's peak threads, cx-* threads and descriptors,
+# counted twice a second while it runs.
+"$@" &
+pid=$!
+t=0 c=0 f=0
+while kill -0 $pid 2>/dev/null; do
+  n=$(ls /proc/$pid/task 2>/dev/null | wc -l); [ "$n" -gt $t ] && t=$n
+  n=$(cat /proc/$pid/task/*/comm 2>/dev/null | grep -c '^cx-'); [ "$n" -gt $c ] && c=$n
+  n=$(ls /proc/$pid/fd 2>/dev/null | wc -l); [ "$n" -gt $f ] && f=$n
+  echo "$r $t $c $f" >"$BENCH_PROCS_PREFIX.rank$r"
+  sleep 0.5
+done
+wait $pid
 EOF
 chmod +x "$WRAP"
 
@@ -353,28 +367,6 @@ have_ok() { awk -F'\t' -v n="$1" '$1 == n && $5 == "OK" && $7 == "yes" { f = 1 }
 record() { # the status line of a run, replacing an earlier one of the same name
   grep -v "^$1"$'\t' "$STATUS" >"$STATUS.tmp"; mv "$STATUS.tmp" "$STATUS"
   printf '%s\n' "$(IFS=$'\t'; echo "$*")" >>"$STATUS"
-}
-
-# sample_procs BINARY OUT: the peak thread, cx-* thread and descriptor counts of
-# each process running BINARY, rewritten to OUT every half second.
-sample_procs() {
-  local bin=$1 outf=$2
-  declare -A thr cx fds
-  local pid t c f
-  while :; do
-    for pid in $(pgrep -f -- "^$bin" 2>/dev/null); do
-      t=$(ls /proc/$pid/task 2>/dev/null | wc -l)
-      c=$(cat /proc/$pid/task/*/comm 2>/dev/null | grep -c '^cx-')
-      f=$(ls /proc/$pid/fd 2>/dev/null | wc -l)
-      [ "$t" -gt "${thr[$pid]:-0}" ] && thr[$pid]=$t
-      [ "$c" -gt "${cx[$pid]:-0}" ] && cx[$pid]=$c
-      [ "$f" -gt "${fds[$pid]:-0}" ] && fds[$pid]=$f
-    done
-    { echo "pid threads collx_threads descriptors"
-      for pid in "${!thr[@]}"; do echo "$pid ${thr[$pid]} ${cx[$pid]} ${fds[$pid]}"; done; } >"$outf.tmp"
-    mv "$outf.tmp" "$outf"
-    sleep 0.5
-  done
 }
 
 # run_one COLL NRANKS CONFIG
@@ -419,14 +411,11 @@ run_one() {
   cmd+=("$WRAP" "$NT_BIN/${coll}_perf" "${NT_ARGV[@]}" -g 1)
   echo "+ ${cmd[*]}" >"$errf"
   log "run $name (timeout ${tmo}s)"
-  local t0=$SECONDS sampler=""
-  if [ "${SAMPLE_PROCS:-0}" = 1 ]; then
-    sample_procs "$NT_BIN/${coll}_perf" "$RAW/$name.procs" &
-    sampler=$!
-  fi
+  local t0=$SECONDS
+  rm -f "$RAW/$name".procs.rank*
+  [ "${SAMPLE_PROCS:-0}" = 1 ] && envs+=("BENCH_PROCS_PREFIX=$RAW/$name.procs")
   env "${envs[@]}" "${cmd[@]}" >"$out" 2>>"$errf"
   rc=$?
-  [ -n "$sampler" ] && { kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null; }
   local secs=$((SECONDS - t0)) left_pids
   left_pids=$(pgrep -f -- "$NT_BIN/${coll}_perf" 2>/dev/null || true)
   [ -n "$left_pids" ] && { kill -9 $left_pids 2>/dev/null; sleep 1; }

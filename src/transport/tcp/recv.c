@@ -156,12 +156,13 @@ static int read_ended(struct tcp_stream *s, struct tcp_recv_stream *t, enum sock
  * staging buffer; the bulk of a large chunk goes straight from the socket
  * into the receive buffer.  Returns 1 if any byte arrived.  Caller holds
  * s->lock. */
-static int read_stream_once(struct tcp_stream *s, int small_only) {
+static int read_stream_once(struct tcp_stream *s, int small_only, size_t budget) {
   struct tcp_recv_comm *c = recv_comm_of(s->comm);
   struct tcp_recv_stream *t = &c->rx[s->index];
   int progress = 0, dry = 0;
+  size_t moved = 0;
   if (atomic_load(&s->eof)) return 0;
-  while (!tcp_comm_failed(&c->base)) {
+  while (!tcp_comm_failed(&c->base) && moved < budget) {
     int parsed = parse_staged(c, t);
     if (parsed < 0) return progress;
     if (parsed > 0) continue;
@@ -175,6 +176,7 @@ static int read_stream_once(struct tcp_stream *s, int small_only) {
       size_t before = t->done;
       io = sock_recv_some(s->fd, t->req->e[t->hdr.idx].buf + t->hdr.offset, t->hdr.len, &t->done);
       progress |= t->done > before;
+      moved += t->done - before;
       if (io == SOCK_IO_DONE) chunk_finish(t);
     } else {
       size_t got = 0;
@@ -183,6 +185,7 @@ static int read_stream_once(struct tcp_stream *s, int small_only) {
         /* Parse what came, and do not ask again only to hear EAGAIN when
          * the read was short. */
         progress = 1;
+        moved += got;
         dry = io == SOCK_IO_AGAIN;
         continue;
       }
@@ -193,8 +196,8 @@ static int read_stream_once(struct tcp_stream *s, int small_only) {
 }
 
 /* Bytes from the peer on any socket mean it is alive (the watchdog). */
-static int read_stream(struct tcp_stream *s, int small_only) {
-  int got = read_stream_once(s, small_only);
+static int read_stream(struct tcp_stream *s, int small_only, size_t budget) {
+  int got = read_stream_once(s, small_only, budget);
   if (got) tcp_comm_heard(s->comm);
   return got;
 }
@@ -206,7 +209,7 @@ static int recv_serve(struct tcp_stream *s, struct tcp_pass *pass) {
    * right now: then it has the data in hand, and the pool steps aside (the
    * socket stays ready, so it comes back next round). */
   if (pthread_mutex_trylock(&s->lock) != 0) return TCP_WANT_READ;
-  pass->moved = read_stream(s, 0);
+  pass->moved = read_stream(s, 0, TCP_PASS_BYTES);
   pthread_mutex_unlock(&s->lock);
   return TCP_WANT_READ;
 }
@@ -217,7 +220,7 @@ static void read_inline(struct tcp_recv_comm *c) {
   for (int i = 0; i < c->base.nstreams; i++) {
     struct tcp_stream *s = &c->base.streams[i];
     if (pthread_mutex_trylock(&s->lock) != 0) continue;
-    read_stream(s, 1);
+    read_stream(s, 1, SIZE_MAX);
     pthread_mutex_unlock(&s->lock);
   }
 }
@@ -230,7 +233,7 @@ static void read_all_streams(struct tcp_recv_comm *c, int first) {
   for (int k = 0; k < n; k++) {
     struct tcp_stream *s = &c->base.streams[(first + k) % n];
     if (pthread_mutex_trylock(&s->lock) != 0) continue;
-    read_stream(s, 0);
+    read_stream(s, 0, SIZE_MAX);
     pthread_mutex_unlock(&s->lock);
   }
 }

@@ -284,18 +284,22 @@ static int send_step(struct tcp_stream *s) {
   return 0;
 }
 
-/* Write queued chunks until the queue is empty or the socket is full.
- * Caller holds s->lock. */
-static enum tcp_want send_pump(struct tcp_stream *s, struct tcp_pass *pass) {
-  while (send_step(s)) pass->moved = 1;
+/* Write queued chunks until the queue is empty, the socket is full or
+ * `max_chunks` went out (then it asks to be served again).  Caller holds
+ * s->lock. */
+static enum tcp_want send_pump(struct tcp_stream *s, struct tcp_pass *pass, size_t max_chunks) {
+  size_t sent = 0;
+  while (sent < max_chunks && send_step(s)) sent++;
+  pass->moved = sent > 0;
   if (tcp_comm_failed(s->comm)) return TCP_WANT_NOTHING;
-  return send_comm_of(s->comm)->tx[s->index].req ? TCP_WANT_WRITE : TCP_WANT_WORK;
+  return sent == max_chunks || send_comm_of(s->comm)->tx[s->index].req ? TCP_WANT_WRITE : TCP_WANT_WORK;
 }
 
 static int send_serve(struct tcp_stream *s, struct tcp_pass *pass) {
   if (atomic_load(&s->comm->stop)) return TCP_WANT_NOTHING;
   pthread_mutex_lock(&s->lock);
-  enum tcp_want want = send_pump(s, pass);
+  size_t chunks = TCP_PASS_BYTES / tcp_cfg.chunk_size;
+  enum tcp_want want = send_pump(s, pass, chunks > 0 ? chunks : 1);
   pthread_mutex_unlock(&s->lock);
   return want;
 }
@@ -306,7 +310,7 @@ static void pump_inline(struct tcp_send_comm *c) {
     struct tcp_stream *s = &c->base.streams[i];
     if (pthread_mutex_trylock(&s->lock) != 0) continue;
     struct tcp_pass pass = {0};
-    send_pump(s, &pass);
+    send_pump(s, &pass, SIZE_MAX);
     pthread_mutex_unlock(&s->lock);
   }
 }
