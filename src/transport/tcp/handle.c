@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -44,17 +45,30 @@ int tcp_addr_unpack(uint16_t family, uint16_t port, uint32_t scope_id, const uin
   return -1;
 }
 
-void collx_handle_encode(struct collx_handle *h, const struct sockaddr_storage *addr,
-                         uint64_t secret) {
-  memset(h, 0, sizeof *h);
-  h->magic = COLLX_HANDLE_MAGIC;
-  h->version = COLLX_HANDLE_VERSION;
-  h->secret = secret;
-  tcp_addr_pack(addr, &h->family, &h->port, &h->scope_id, h->addr);
+void collx_handle_encode(void *handle, const struct sockaddr_storage *addr, uint64_t secret) {
+  struct collx_handle h;
+  memset(&h, 0, sizeof h);
+  h.magic = COLLX_HANDLE_MAGIC;
+  h.version = COLLX_HANDLE_VERSION;
+  h.secret = secret;
+  tcp_addr_pack(addr, &h.family, &h.port, &h.scope_id, h.addr);
+  memcpy(handle, &h, sizeof h);
 }
 
-int collx_handle_decode(const struct collx_handle *h, struct sockaddr_storage *addr,
-                        uint64_t *secret, const char **why) {
+uint64_t collx_handle_connect_state(const void *handle) {
+  uint64_t v;
+  memcpy(&v, (const char *)handle + offsetof(struct collx_handle, connect_state), sizeof v);
+  return v;
+}
+
+void collx_handle_set_connect_state(void *handle, uint64_t state) {
+  memcpy((char *)handle + offsetof(struct collx_handle, connect_state), &state, sizeof state);
+}
+
+int collx_handle_decode(const void *handle, struct sockaddr_storage *addr, uint64_t *secret, const char **why) {
+  struct collx_handle copy;
+  memcpy(&copy, handle, sizeof copy);
+  const struct collx_handle *h = &copy;
   if (h->magic != COLLX_HANDLE_MAGIC) {
     *why = "not a collx handle (bad magic)";
     return -1;

@@ -47,14 +47,19 @@ void tcp_addr_pack(const struct sockaddr_storage *ss, uint16_t *family, uint16_t
 int tcp_addr_unpack(uint16_t family, uint16_t port, uint32_t scope_id, const uint8_t addr[16],
                     struct sockaddr_storage *ss);
 
+/* The functions below take the handle memory NCCL hands over, which need
+ * not be aligned for the struct: they copy through it. */
+
 /* Fill a handle for a listener bound at `addr`. */
-void collx_handle_encode(struct collx_handle *h, const struct sockaddr_storage *addr,
-                         uint64_t secret);
+void collx_handle_encode(void *handle, const struct sockaddr_storage *addr, uint64_t secret);
 
 /* Validate a handle and extract the listener's address and secret.  Returns
  * 0, or -1 with *why naming what is wrong. */
-int collx_handle_decode(const struct collx_handle *h, struct sockaddr_storage *addr,
-                        uint64_t *secret, const char **why);
+int collx_handle_decode(const void *handle, struct sockaddr_storage *addr, uint64_t *secret, const char **why);
+
+/* The connector's scratch word (see above). */
+uint64_t collx_handle_connect_state(const void *handle);
+void collx_handle_set_connect_state(void *handle, uint64_t state);
 
 /* A random 64-bit value from the kernel (secrets, connection ids): 0, or
  * -1 with errno set when the kernel gives none. */

@@ -33,7 +33,7 @@ double tcp_spin_seconds(void);
 
 /* opts may be NULL (defaults); its tclass applies to the listening
  * sockets and to every socket accepted from them. */
-ncclResult_t tcp_listen(const struct collx_device *dev, int dev_index, struct collx_handle *h,
+ncclResult_t tcp_listen(const struct collx_device *dev, int dev_index, void *h,
                         const struct collx_conn_opts *opts, struct tcp_listen **out);
 /* A new comm comes back as its base: core holds comms as opaque handles. */
 ncclResult_t tcp_accept(struct tcp_listen *l, struct tcp_comm_base **out);
@@ -41,7 +41,7 @@ void tcp_listen_close(struct tcp_listen *l);
 
 /* One step of a non-blocking connect; *out stays NULL until connected.
  * opts (may be NULL) is read on the first call for a handle. */
-ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, struct collx_handle *h,
+ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, void *h,
                          const struct collx_conn_opts *opts, struct tcp_comm_base **out);
 /* Drop the half-made connects of `owner` (their sockets are closed);
  * returns how many there were. */

@@ -94,7 +94,7 @@ struct tcp_listen {
 
 int tcp_is_listen(const void *p) { return p && ((const struct tcp_listen *)p)->magic == TCP_MAGIC_LISTEN; }
 
-ncclResult_t tcp_listen(const struct collx_device *dev, int dev_index, struct collx_handle *h,
+ncclResult_t tcp_listen(const struct collx_device *dev, int dev_index, void *h,
                         const struct collx_conn_opts *opts, struct tcp_listen **out) {
   struct tcp_listen *l = calloc(1, sizeof *l);
   if (!l) return ncclSystemError;
@@ -338,7 +338,7 @@ void tcp_listen_close(struct tcp_listen *l) {
 enum conn_stage { STAGE_CTRL_CONNECT, STAGE_CTRL_HELLO, STAGE_WELCOME, STAGE_STREAMS, STAGE_READY };
 
 struct tcp_connecting {
-  struct collx_handle *handle; /* the handle memory this state belongs to */
+  void *handle;                /* the handle memory this state belongs to */
   const void *owner;           /* collx_conn_opts.owner */
   int dev;                     /* device index */
   int tclass;
@@ -373,13 +373,13 @@ struct tcp_connecting {
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct collx_list registry = {&registry, &registry};
 
-static struct tcp_connecting *registry_find(struct collx_handle *h) {
+static struct tcp_connecting *registry_find(void *h) {
   struct collx_list *pos, *tmp;
   struct tcp_connecting *found = NULL;
   pthread_mutex_lock(&registry_lock);
   collx_list_for_each_safe(pos, tmp, &registry) {
     struct tcp_connecting *c = COLLX_CONTAINER_OF(pos, struct tcp_connecting, node);
-    if (c->handle == h && (uint64_t)(uintptr_t)c == h->connect_state) found = c;
+    if (c->handle == h && (uint64_t)(uintptr_t)c == collx_handle_connect_state(h)) found = c;
   }
   if (found) found->last_call = now_s();
   pthread_mutex_unlock(&registry_lock);
@@ -421,7 +421,7 @@ static void connecting_free(struct tcp_connecting *c, int close_fds_too) {
   pthread_mutex_lock(&registry_lock);
   collx_list_del(&c->node);
   pthread_mutex_unlock(&registry_lock);
-  c->handle->connect_state = 0;
+  collx_handle_set_connect_state(c->handle, 0);
   if (close_fds_too) connecting_close_fds(c);
   free(c);
 }
@@ -449,7 +449,7 @@ static int streams_for_new(const struct collx_device *dev, int dev_index) {
   return n < dev->nmembers ? dev->nmembers : n;
 }
 
-static struct tcp_connecting *connecting_new(struct collx_handle *h, const struct collx_conn_opts *opts,
+static struct tcp_connecting *connecting_new(void *h, const struct collx_conn_opts *opts,
                                              int dev_index, int default_streams, const char **why,
                                              int *sys_err) {
   struct tcp_connecting *c = calloc(1, sizeof *c);
@@ -478,7 +478,7 @@ static struct tcp_connecting *connecting_new(struct collx_handle *h, const struc
   c->tclass = opts ? opts->tclass : -1;
   c->owner = opts ? opts->owner : NULL;
   collx_addr_str((struct sockaddr *)&c->peer, c->peer_str, sizeof c->peer_str);
-  h->connect_state = (uint64_t)(uintptr_t)c;
+  collx_handle_set_connect_state(h, (uint64_t)(uintptr_t)c);
   pthread_mutex_lock(&registry_lock);
   c->last_call = now_s();
   collx_list_add_tail(&registry, &c->node);
@@ -704,7 +704,7 @@ int tcp_connect_forget(const void *owner) {
   return n;
 }
 
-ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, struct collx_handle *h,
+ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, void *h,
                          const struct collx_conn_opts *opts, struct tcp_comm_base **out) {
   *out = NULL;
   tcp_connect_reap();
