@@ -160,8 +160,8 @@ static void test_many_sockets(void) {
     socket_pair(sv);
     writers[i] = (struct writer){.src = {.fd = sv[0], .serve = writer_serve}, .pair = i};
     readers[i] = (struct reader){.src = {.fd = sv[1], .serve = reader_serve}, .pair = i};
-    CHECK(engine_attach(p, engine_pool_least_loaded(p, 0), &writers[i].src) == 0, "attach writer %d", i);
-    CHECK(engine_attach(p, engine_pool_least_loaded(p, 0), &readers[i].src) == 0, "attach reader %d", i);
+    CHECK(engine_attach(p, engine_pool_least_loaded(p), &writers[i].src) == 0, "attach writer %d", i);
+    CHECK(engine_attach(p, engine_pool_least_loaded(p), &readers[i].src) == 0, "attach reader %d", i);
   }
   size_t want = 0;
   for (int step = 0; step < 4; step++) {

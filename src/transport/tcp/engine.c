@@ -177,8 +177,14 @@ static uint32_t round_collect(struct engine_loop *l, const struct epoll_event *e
     else
       todo_add(l, &n, slot_find(l, ev[i].data.u64));
   }
-  struct engine_source *k = l->kicks, *keep = NULL;
-  l->kicks = NULL;
+  /* The list holds the newest kick first: serve in the order of kicking. */
+  struct engine_source *k = NULL, *keep = NULL;
+  while (l->kicks) {
+    struct engine_source *next = l->kicks->kick_next;
+    l->kicks->kick_next = k;
+    k = l->kicks;
+    l->kicks = next;
+  }
   while (k) {
     struct engine_source *next = k->kick_next;
     /* Cleared before serve runs: a kick during serve brings it back. */
@@ -325,15 +331,11 @@ void engine_pool_destroy(struct engine_pool *p) {
 
 int engine_pool_threads(const struct engine_pool *p) { return p->n; }
 
-int engine_pool_least_loaded(struct engine_pool *p, uint64_t skip_mask) {
-  int best = -1, best_any = 0;
-  for (int i = 0; i < p->n; i++) {
-    int load = atomic_load(&p->loops[i].nsources);
-    if (load < atomic_load(&p->loops[best_any].nsources)) best_any = i;
-    int skipped = i < 64 && (skip_mask >> i & 1);
-    if (!skipped && (best < 0 || load < atomic_load(&p->loops[best].nsources))) best = i;
-  }
-  return best >= 0 ? best : best_any;
+int engine_pool_least_loaded(struct engine_pool *p) {
+  int best = 0;
+  for (int i = 1; i < p->n; i++)
+    if (atomic_load(&p->loops[i].nsources) < atomic_load(&p->loops[best].nsources)) best = i;
+  return best;
 }
 
 int engine_attach(struct engine_pool *p, int index, struct engine_source *src) {

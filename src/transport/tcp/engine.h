@@ -57,9 +57,8 @@ struct engine_pool *engine_pool_create(const struct engine_pool_config *cfg);
 /* Stop and join the threads.  No source may be attached. */
 void engine_pool_destroy(struct engine_pool *p);
 int engine_pool_threads(const struct engine_pool *p);
-/* The loop with the fewest sources, from `skip_mask`'s complement when it
- * leaves any (bit i: loop i; spreads one comm's streams over threads). */
-int engine_pool_least_loaded(struct engine_pool *p, uint64_t skip_mask);
+/* The loop with the fewest sources. */
+int engine_pool_least_loaded(struct engine_pool *p);
 
 /* Put src (fd and serve set) on loop `index`; its first serve comes at
  * once, as if kicked.  0, or -1 with a WARN (src is not attached). */

@@ -94,12 +94,17 @@ static int engine_attach_comm(struct tcp_comm_base *c) {
   struct tcp_pool *dp = pool_get(c->dev, c->nstreams);
   pthread_mutex_unlock(&pools_lock);
   if (!dp) return -1;
-  uint64_t used = 0;
+  /* From the least loaded thread on, the streams in blocks: stream i of
+   * S on thread start + i * N / S of N.  One connection's streams then use
+   * min(S, N) threads, and where they outnumber the threads, each thread
+   * takes consecutive streams, which go over different members of a merged
+   * device (stream i leaves by member i mod M): a thread that runs late
+   * slows every member a little rather than one member a lot. */
+  int n = engine_pool_threads(dp->pool), start = engine_pool_least_loaded(dp->pool);
   for (int i = 0; i < c->nstreams; i++) {
     struct tcp_stream *s = &c->streams[i];
     s->src = (struct engine_source){.fd = tcp_stream_fd(s), .serve = serve_stream};
-    int k = engine_pool_least_loaded(dp->pool, used);
-    used |= k < 64 ? 1ull << k : 0;
+    int k = (start + i * n / c->nstreams) % n;
     if (engine_attach(dp->pool, k, &s->src) != 0) {
       streams_detach(c, i);
       pthread_mutex_lock(&pools_lock);

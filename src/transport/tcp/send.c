@@ -207,18 +207,58 @@ static int eager_replay(struct tcp_send_comm *c) {
 
 /* ---- chunks on the data streams -------------------------------------------- */
 
-/* Take the next chunk from the send queue into the stream.  0 when the
- * queue is empty.  Caller holds s->lock. */
-static int take_chunk(struct tcp_send_comm *c, struct tcp_send_stream *t) {
-  pthread_mutex_lock(&c->q_lock);
-  if (collx_list_empty(&c->queue)) {
-    pthread_mutex_unlock(&c->q_lock);
-    return 0;
+/* Whether stream h should keep its chunks for itself: it is idle and its
+ * socket takes more.  Otherwise another stream may take them. */
+static int stream_ready(struct tcp_send_comm *c, int h) {
+  return !atomic_load(&c->tx[h].busy) && sock_writable(c->base.streams[h].fd);
+}
+
+/* Chunk k of r for stream h's cursor, and the request off the queue once
+ * every chunk is taken.  Caller holds q_lock. */
+static size_t deal(struct tcp_send_comm *c, struct tcp_send_req *r, int h) {
+  size_t k = r->next[h];
+  r->next[h] += (size_t)c->base.nstreams;
+  if (--r->chunks_left == 0) collx_list_del(&r->qnode);
+  return k;
+}
+
+/* The chunk stream j writes next: the oldest at home on it, else the
+ * oldest at home on a stream that is busy or whose socket is full.  So
+ * equal streams carry equal shares of every message whichever thread
+ * reaches its stream first, and a slow member's chunks go to the others.
+ * 0 when there is none.  Caller holds q_lock. */
+static int pick_chunk(struct tcp_send_comm *c, int j, struct tcp_send_req **rp, size_t *kp) {
+  struct collx_list *pos;
+  for (pos = c->queue.next; pos != &c->queue; pos = pos->next) {
+    struct tcp_send_req *r = COLLX_CONTAINER_OF(pos, struct tcp_send_req, qnode);
+    if (r->next[j] < r->nchunks) {
+      *rp = r;
+      *kp = deal(c, r, j);
+      return 1;
+    }
   }
-  struct tcp_send_req *r = COLLX_CONTAINER_OF(c->queue.next, struct tcp_send_req, qnode);
-  size_t k = r->next_chunk++;
-  if (r->next_chunk == r->nchunks) collx_list_del(&r->qnode);
+  for (pos = c->queue.next; pos != &c->queue; pos = pos->next) {
+    struct tcp_send_req *r = COLLX_CONTAINER_OF(pos, struct tcp_send_req, qnode);
+    for (int h = 0; h < c->base.nstreams; h++)
+      if (h != j && r->next[h] < r->nchunks && !stream_ready(c, h)) {
+        *rp = r;
+        *kp = deal(c, r, h);
+        return 1;
+      }
+  }
+  return 0;
+}
+
+/* Take a chunk into stream j.  0 when none is for it.  Caller holds
+ * s->lock. */
+static int take_chunk(struct tcp_send_comm *c, struct tcp_send_stream *t, int j) {
+  struct tcp_send_req *r = NULL;
+  size_t k = 0;
+  pthread_mutex_lock(&c->q_lock);
+  int got = pick_chunk(c, j, &r, &k);
+  if (got) atomic_store(&t->busy, 1);
   pthread_mutex_unlock(&c->q_lock);
+  if (!got) return 0;
 
   uint64_t off = (uint64_t)k * r->chunk;
   t->req = r;
@@ -241,6 +281,8 @@ static enum sock_io write_chunk(struct tcp_stream *s, struct tcp_send_stream *t)
   if (io != SOCK_IO_DONE) return io;
   atomic_fetch_add_explicit(&t->req->chunks_done, 1, memory_order_release);
   t->req = NULL;
+  t->chunks++;
+  atomic_store(&t->busy, 0);
   return SOCK_IO_DONE;
 }
 
@@ -277,7 +319,7 @@ static int send_step(struct tcp_stream *s) {
   struct tcp_send_stream *t = &c->tx[s->index];
   if (tcp_comm_failed(&c->base)) return 0;
   if (t->hb_active && write_heartbeat(s, t) != SOCK_IO_DONE) return 0;
-  if (!t->req && !take_chunk(c, t)) return 0;
+  if (!t->req && !take_chunk(c, t, s->index)) return 0;
   enum sock_io io = write_chunk(s, t);
   if (io == SOCK_IO_DONE) return 1;
   if (io != SOCK_IO_AGAIN) tcp_comm_fail(&c->base, ncclRemoteError, tcp_io_reason(io));
@@ -298,8 +340,9 @@ static enum tcp_want send_pump(struct tcp_stream *s, struct tcp_pass *pass, size
 static int send_serve(struct tcp_stream *s, struct tcp_pass *pass) {
   if (atomic_load(&s->comm->stop)) return TCP_WANT_NOTHING;
   pthread_mutex_lock(&s->lock);
-  size_t chunks = TCP_PASS_BYTES / tcp_cfg.chunk_size;
-  enum tcp_want want = send_pump(s, pass, chunks > 0 ? chunks : 1);
+  /* One chunk a pass: the streams of a comm then take the queue's chunks
+   * in turn, however the pool's threads happen to reach them. */
+  enum tcp_want want = send_pump(s, pass, 1);
   pthread_mutex_unlock(&s->lock);
   return want;
 }
@@ -419,7 +462,9 @@ static void chunks_post(struct tcp_send_comm *c, struct tcp_send_req *r) {
   r->eager = 0;
   r->chunk = collx_stripe_chunk(r->size, c->base.nstreams, c->max_chunk);
   r->nchunks = collx_stripe_count(r->size, r->chunk);
-  r->next_chunk = 0;
+  int n = c->base.nstreams;
+  for (int h = 0; h < n; h++) r->next[h] = (size_t)((h - (int)(r->base.seq % (unsigned)n) + n) % n);
+  r->chunks_left = r->nchunks;
   atomic_store(&r->chunks_done, 0);
   pthread_mutex_lock(&c->q_lock);
   collx_list_add_tail(&c->queue, &r->qnode);
@@ -535,13 +580,20 @@ static ncclResult_t send_test(struct tcp_req *base, int *done, size_t *sizes) {
 /* ---- lifetime ---------------------------------------------------------------- */
 
 static void log_stats(const struct tcp_send_comm *c) {
+  /* Chunks per stream: how the streams (and a merged device's members,
+   * stream i on member i mod M) shared the bulk. */
+  char per_stream[TCP_MAX_STREAMS * 21 + 1] = "";
+  size_t at = 0;
+  for (int i = 0; i < c->base.nstreams && at < sizeof per_stream; i++)
+    at += (size_t)snprintf(per_stream + at, sizeof per_stream - at, "%s%llu", i ? "/" : "",
+                           (unsigned long long)c->tx[i].chunks);
   COLLX_INFO(COLLX_LOG_NET, "send connection to %s on device %s closed: %llu messages, %llu bytes; %llu sends "
              "found the receiver not ready at their first isend (%llu isend calls without a request); "
-             "%llu eager, %llu of them before their CTS; %llu CTS_WANTED",
+             "%llu eager, %llu of them before their CTS; %llu CTS_WANTED; chunks per stream %s",
              c->base.peer, c->base.devname, (unsigned long long)c->base.stats.messages,
              (unsigned long long)c->base.stats.bytes, (unsigned long long)c->send_stats.sends_waited,
              (unsigned long long)c->send_stats.isend_retries, (unsigned long long)c->send_stats.eager,
-             (unsigned long long)c->send_stats.early, (unsigned long long)c->send_stats.cts_wanted);
+             (unsigned long long)c->send_stats.early, (unsigned long long)c->send_stats.cts_wanted, per_stream);
 }
 
 static void send_close(struct tcp_comm_base *b) {

@@ -21,7 +21,11 @@ struct tcp_send_req {
   size_t nchunks;
   int eager;              /* travels on the control socket... */
   struct wire_eager eager_hdr; /* ...behind this header */
-  size_t next_chunk;      /* guarded by the comm's q_lock */
+  /* Chunks dealt to the streams in turn: chunk k is at home on stream
+   * (k + seq) mod nstreams; next[h] is the next chunk at home on stream h
+   * (past the end: none left), chunks_left those not yet taken (q_lock). */
+  size_t next[TCP_MAX_STREAMS];
+  size_t chunks_left;
   _Atomic size_t chunks_done;
   struct collx_list qnode; /* in the chunk queue (q_lock) or the eager queue (ctrl_tx_lock) */
 };
@@ -34,6 +38,8 @@ struct tcp_send_stream {
   struct wire_chunk hb;       /* a heartbeat being written between chunks */
   size_t hb_done;
   int hb_active;
+  atomic_int busy;            /* a chunk is being written (read by the other streams) */
+  uint64_t chunks;            /* written whole, for the close-time log */
 };
 
 struct tcp_send_comm {
