@@ -36,8 +36,10 @@
  * heartbeat, with room to spare. */
 #define TCP_CTRL_TX_RECORDS (COLLX_MAX_REQUESTS + 2)
 /* Control bytes read and not yet parsed: records, or an eager header and
- * the start of its payload. */
-#define TCP_CTRL_RX_BYTES ((COLLX_MAX_REQUESTS + 2) * sizeof(struct wire_ctrl))
+ * the start of its payload (a payload owed past 4 KiB is read straight
+ * into its buffer).  Half the requests' records in one read: enough to
+ * read a burst in two, small enough that a comm stays under 64 KiB. */
+#define TCP_CTRL_RX_BYTES ((COLLX_MAX_REQUESTS / 2 + 2) * sizeof(struct wire_ctrl))
 
 #define TCP_HEARTBEAT_INTERVAL_S 1.0
 

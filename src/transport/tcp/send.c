@@ -217,7 +217,7 @@ static int stream_ready(struct tcp_send_comm *c, int h) {
  * every chunk is taken.  Caller holds q_lock. */
 static size_t deal(struct tcp_send_comm *c, struct tcp_send_req *r, int h) {
   size_t k = r->next[h];
-  r->next[h] += (size_t)c->base.nstreams;
+  r->next[h] += (uint32_t)c->base.nstreams;
   if (--r->chunks_left == 0) collx_list_del(&r->qnode);
   return k;
 }
@@ -463,7 +463,7 @@ static void chunks_post(struct tcp_send_comm *c, struct tcp_send_req *r) {
   r->chunk = collx_stripe_chunk(r->size, c->base.nstreams, c->max_chunk);
   r->nchunks = collx_stripe_count(r->size, r->chunk);
   int n = c->base.nstreams;
-  for (int h = 0; h < n; h++) r->next[h] = (size_t)((h - (int)(r->base.seq % (unsigned)n) + n) % n);
+  for (int h = 0; h < n; h++) r->next[h] = (uint32_t)((h - (int)(r->base.seq % (unsigned)n) + n) % n);
   r->chunks_left = r->nchunks;
   atomic_store(&r->chunks_done, 0);
   pthread_mutex_lock(&c->q_lock);

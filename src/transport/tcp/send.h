@@ -23,8 +23,9 @@ struct tcp_send_req {
   struct wire_eager eager_hdr; /* ...behind this header */
   /* Chunks dealt to the streams in turn: chunk k is at home on stream
    * (k + seq) mod nstreams; next[h] is the next chunk at home on stream h
-   * (past the end: none left), chunks_left those not yet taken (q_lock). */
-  size_t next[TCP_MAX_STREAMS];
+   * (past the end: none left), chunks_left those not yet taken (q_lock).
+   * 32 bits: fewer than 2^32 chunks, 16 TiB at the smallest chunk. */
+  uint32_t next[TCP_MAX_STREAMS];
   size_t chunks_left;
   _Atomic size_t chunks_done;
   struct collx_list qnode; /* in the chunk queue (q_lock) or the eager queue (ctrl_tx_lock) */
