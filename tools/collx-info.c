@@ -278,7 +278,7 @@ static int run_plan(const struct options *o) {
   }
   print_plan_and_matrix(o, p, &m);
   if (!o->json && collx_settings()->progress == COLLX_PROGRESS_CALLER)
-    printf("\nprogress  no stream threads: the caller of isend/irecv/test does the socket I/O\n"
+    printf("\nprogress  no progress threads: the caller of isend/irecv/test does the socket I/O\n"
            "          (COLLX_PROGRESS=%s); the thread CPUs above apply with COLLX_PROGRESS=threads\n",
            collx_settings()->progress_setting);
   collx_gpu_matrix_free(&m);

@@ -53,15 +53,18 @@ int collx_streams_for_comms(int base, int open_comms) {
 }
 
 int collx_pool_default(int ncpus, int local_ranks, int streams) {
-  /* The CPUs a rank may count on, as for the stream count: three quarters
-   * of its share, so that the application's own threads keep a core.  At
-   * least 2, so a send and a receive connection can progress at once, and
-   * at least one thread per stream, so that a lone busy connection still
-   * uses as many cores as it has streams; at most 16, beyond which a TCP
-   * connection's streams were never measured to gain. */
-  if (local_ranks < 1) local_ranks = 1;
-  int n = ncpus / local_ranks * 3 / 4;
-  if (n > 16) n = 16;
+  /* One thread per CPU near the NIC, however many ranks share them, at
+   * most 16, at least one per stream (so a lone busy connection uses as
+   * many cores as it has streams) and at least 2.  Idle threads sleep in
+   * epoll and cost nothing; busy ones do the kernel's copying, which the
+   * scheduler then spreads over every core.  Measured under NCCL on the
+   * 16-CPU H200 host (bench/NOTES.md, attempt 28), all-reduce 16-512 MiB,
+   * alternating with the plugin of a thread per stream: at 4 ranks 3
+   * threads a rank (three quarters of its share) gave 3.1-4.0 GB/s against
+   * 6.0-7.2, 16 gave 5.2-6.5; at 2 ranks 6 gave 8.6-12.2 against
+   * 10.5-12.9, 16 gave 8.9-10.8. */
+  (void)local_ranks;
+  int n = ncpus > 16 ? 16 : ncpus;
   if (n < streams) n = streams;
   return n < 2 ? 2 : n;
 }
@@ -71,9 +74,7 @@ void collx_plan_threads_why(const struct collx_plan *p, const struct collx_plan_
     snprintf(buf, len, "COLLX_NTHREADS");
     return;
   }
-  int ranks = p->settings.local_ranks > 0 ? p->settings.local_ranks : 1;
-  snprintf(buf, len, "%d CPUs, %d rank(s) on the node, %d streams per connection", d->stream_cpus, ranks,
-           d->streams);
+  snprintf(buf, len, "%d CPUs near the NIC, %d streams per connection", d->stream_cpus, d->streams);
 }
 
 void collx_plan_streams_why(const struct collx_plan *p, const struct collx_plan_dev *d, char *buf, size_t len) {

@@ -201,9 +201,8 @@ int collx_streams_hinted(int base, int max_peers, int max_flows);
  * least 1. */
 int collx_streams_for_comms(int base, int open_comms);
 /* Progress threads for a device (COLLX_PROGRESS=threads) whose
- * connections may use ncpus CPUs, shared by local_ranks ranks, opening
- * `streams` streams each: enough for one connection's streams to run on
- * threads of their own. */
+ * connections may use ncpus CPUs, shared by local_ranks ranks (not
+ * counted: see streams.c), opening `streams` streams each. */
 int collx_pool_default(int ncpus, int local_ranks, int streams);
 
 /* ------------------------------------------------------------------------
