@@ -104,6 +104,7 @@ struct tcp_comm_sockets {
   int nstreams;
   const int *stream_fds;
   size_t max_chunk;       /* COLLX_CHUNK_SIZE */
+  int members;            /* NICs the streams leave by (a merged device: more than 1) */
 };
 
 struct tcp_comm_base {

@@ -222,12 +222,28 @@ static size_t deal(struct tcp_send_comm *c, struct tcp_send_req *r, int h) {
   return k;
 }
 
-/* The chunk stream j writes next: the oldest at home on it, else the
- * oldest at home on a stream that is busy or whose socket is full.  So
- * equal streams carry equal shares of every message whichever thread
- * reaches its stream first, and a slow member's chunks go to the others.
- * 0 when there is none.  Caller holds q_lock. */
+/* The oldest chunk of the oldest send, whichever stream it is at home
+ * on.  Caller holds q_lock. */
+static int pick_next(struct tcp_send_comm *c, struct tcp_send_req **rp, size_t *kp) {
+  if (collx_list_empty(&c->queue)) return 0;
+  struct tcp_send_req *r = COLLX_CONTAINER_OF(c->queue.next, struct tcp_send_req, qnode);
+  int h = 0;
+  for (int i = 1; i < c->base.nstreams; i++)
+    if (r->next[i] < r->next[h]) h = i;
+  *rp = r;
+  *kp = deal(c, r, h);
+  return 1;
+}
+
+/* The chunk stream j writes next.  On one NIC: the oldest, so that
+ * whichever stream is free carries it.  On a merged device: the oldest at
+ * home on j, else the oldest at home on a stream that is busy or whose
+ * socket is full, so that equal members carry equal shares of every
+ * message whichever thread of the pool reaches its stream first, and a
+ * slow member's chunks go to the others.  0 when there is none.  Caller
+ * holds q_lock. */
 static int pick_chunk(struct tcp_send_comm *c, int j, struct tcp_send_req **rp, size_t *kp) {
+  if (!c->merged) return pick_next(c, rp, kp);
   struct collx_list *pos;
   for (pos = c->queue.next; pos != &c->queue; pos = pos->next) {
     struct tcp_send_req *r = COLLX_CONTAINER_OF(pos, struct tcp_send_req, qnode);
@@ -630,6 +646,7 @@ ncclResult_t tcp_send_comm_start(const struct tcp_comm_sockets *sk, struct tcp_s
     return ncclSystemError;
   }
   c->max_chunk = sk->max_chunk;
+  c->merged = sk->members > 1;
   collx_list_init(&c->queue);
   collx_list_init(&c->eager_queue);
   pthread_mutex_init(&c->q_lock, NULL);

@@ -47,6 +47,7 @@ struct tcp_send_comm {
   struct tcp_comm_base base;
   struct tcp_send_stream tx[TCP_MAX_STREAMS];
   size_t max_chunk;           /* COLLX_CHUNK_SIZE */
+  int merged;                 /* its streams leave by several NICs (pick_chunk) */
   pthread_mutex_t q_lock;
   struct collx_list queue;    /* sends with chunks not yet handed to a stream */
   /* Eager messages share the outgoing control socket, in order

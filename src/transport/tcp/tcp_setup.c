@@ -740,7 +740,7 @@ ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, void *h,
       for (int i = 0; i < c->nstreams; i++) sock_ack_deadline_off(c->fds[i]);
       struct tcp_comm_sockets sk = {.dev = dev_index, .devname = dev->name, .peer = c->peer_str,
                                     .ctrl_fd = c->ctrl_fd, .nstreams = c->nstreams, .stream_fds = c->fds,
-                                    .max_chunk = tcp_cfg.chunk_size};
+                                    .max_chunk = tcp_cfg.chunk_size, .members = dev->nmembers};
       struct tcp_send_comm *sc = NULL;
       res = tcp_send_comm_start(&sk, &sc);
       if (res == ncclSuccess) *out = &sc->base;
