@@ -6,7 +6,7 @@
 #
 # Alone: make check TESTS=tests/scale/many-comms.test
 check_PROGRAMS += tests/scale/test_many_comms
-tests_scale_test_many_comms_SOURCES = tests/scale/test_many_comms.c tests/common/proc.h
+tests_scale_test_many_comms_SOURCES = tests/scale/test_many_comms.c tests/common/proc.h tests/common/sanitized.h
 tests_scale_test_many_comms_LDADD = tests/harness/libcollx-harness.la -ldl -lpthread
 EXTRA_DIST += tests/scale/many-comms.test
 TESTS += tests/scale/many-comms.test

@@ -44,6 +44,7 @@
 
 #include "../common/proc.h"
 #include "../harness/harness.h"
+#include "../common/sanitized.h"
 
 /* The progress modes to run, in order (SCALE_MODES overrides). */
 #define SCALE_MODES "caller,threads"
@@ -59,16 +60,7 @@
  * about the plugin (shadow memory, quarantine); printed, not judged.  The
  * sanitizer also starts a thread of its own, so threads are counted by
  * the plugin's names (cx-*) only. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define RSS_JUDGED 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define RSS_JUDGED 0
-#endif
-#endif
-#ifndef RSS_JUDGED
-#define RSS_JUDGED 1
-#endif
+#define RSS_JUDGED (!COLLX_SANITIZED)
 
 /* Each pair's messages, posted all at once: three that take the data
  * streams and three at or under COLLX_EAGER_SIZE (16 KiB by default), some

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "../harness/harness.h"
+#include "../common/sanitized.h"
 
 #define MAX_COMMS 256
 #define MAX_INFLIGHT NCCL_NET_MAX_REQUESTS
@@ -50,16 +51,7 @@
 #define TAIL 64
 
 /* Built with -fsanitize=address or thread: VmRSS says nothing about leaks. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define RSS_JUDGED 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define RSS_JUDGED 0
-#endif
-#endif
-#ifndef RSS_JUDGED
-#define RSS_JUDGED 1
-#endif
+#define RSS_JUDGED (!COLLX_SANITIZED)
 
 struct side {
   /* resources: before dlopen, start (after warm-up), end (load on), after dlclose */
