@@ -297,7 +297,7 @@ static enum sock_io write_chunk(struct tcp_stream *s, struct tcp_send_stream *t)
   if (io != SOCK_IO_DONE) return io;
   atomic_fetch_add_explicit(&t->req->chunks_done, 1, memory_order_release);
   t->req = NULL;
-  t->chunks++;
+  atomic_fetch_add_explicit(&t->chunks, 1, memory_order_relaxed);
   atomic_store(&t->busy, 0);
   return SOCK_IO_DONE;
 }
@@ -602,7 +602,7 @@ static void log_stats(const struct tcp_send_comm *c) {
   size_t at = 0;
   for (int i = 0; i < c->base.nstreams && at < sizeof per_stream; i++)
     at += (size_t)snprintf(per_stream + at, sizeof per_stream - at, "%s%llu", i ? "/" : "",
-                           (unsigned long long)c->tx[i].chunks);
+                           (unsigned long long)atomic_load_explicit(&c->tx[i].chunks, memory_order_relaxed));
   COLLX_INFO(COLLX_LOG_NET, "send connection to %s on device %s closed: %llu messages, %llu bytes; %llu sends "
              "found the receiver not ready at their first isend (%llu isend calls without a request); "
              "%llu eager, %llu of them before their CTS; %llu CTS_WANTED; chunks per stream %s",

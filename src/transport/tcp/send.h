@@ -40,7 +40,7 @@ struct tcp_send_stream {
   size_t hb_done;
   int hb_active;
   atomic_int busy;            /* a chunk is being written (read by the other streams) */
-  uint64_t chunks;            /* written whole, for the close-time log */
+  _Atomic uint64_t chunks;    /* written whole, for the close-time log (read while the pool runs) */
 };
 
 struct tcp_send_comm {
