@@ -34,6 +34,8 @@ void collx_config_load(struct collx_config *cfg) {
   cfg->timeout_s = (int)collx_param_int(COLLX_P_TIMEOUT);
   cfg->connect_timeout_s = (int)collx_param_int(COLLX_P_CONNECT_TIMEOUT);
   cfg->nstreams = (int)collx_param_int(COLLX_P_NSTREAMS);
+  cfg->failover = collx_param_int(COLLX_P_FAILOVER) != 0;
+  cfg->failover_ms = (int)collx_param_int(COLLX_P_FAILOVER_MS);
 }
 
 const char *collx_progress_name(enum collx_progress p) {

@@ -32,6 +32,8 @@ struct collx_config {
   int timeout_s;                /* COLLX_TIMEOUT: silent peer declared dead (0: never) */
   int connect_timeout_s;        /* COLLX_CONNECT_TIMEOUT */
   int nstreams;                 /* COLLX_NSTREAMS: 0 lets the placement plan pick */
+  int failover;                 /* COLLX_FAILOVER */
+  int failover_ms;              /* COLLX_FAILOVER_MS */
 };
 
 /* Fill *cfg from the parameter table and the host (CPUs for auto progress). */

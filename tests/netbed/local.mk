@@ -2,5 +2,5 @@
 # NICs (tests/netbed/netbed.sh, also used by bench/netbed.sh).
 # test_netbed.sh: the bed's life, collx across its hosts, unequal NICs.
 # Root only (77 otherwise).
-TESTS += tests/netbed/test_netbed.sh
-EXTRA_DIST += tests/netbed/netbed.sh tests/netbed/test_netbed.sh
+TESTS += tests/netbed/test_netbed.sh tests/netbed/test_failover.sh
+EXTRA_DIST += tests/netbed/netbed.sh tests/netbed/test_netbed.sh tests/netbed/test_failover.sh

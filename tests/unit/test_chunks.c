@@ -1,7 +1,10 @@
 /* The per-buffer chunk rules (src/transport/tcp/chunks.c): every way the
  * sender stripes a message is accepted in any order of arrival and ends
  * whole; any chunk again, an eager message or a TRUNCATED notice after
- * it, is refused. */
+ * it, is refused.  Failover: a chunk claimed is recognised as held, and
+ * once unclaimed (its stream given up mid-chunk) it may be claimed again,
+ * in every position (first, middle, a last one before the stride was
+ * known, the whole message). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -33,6 +36,36 @@ static void feed(size_t size, int nstreams, size_t max_chunk, int order) {
   chunk_track_free(&t);
 }
 
+/* Unclaim chunk k of a message striped in `chunk`s after `first` chunks
+ * (k among them) arrived, then feed the rest and k again: whole. */
+static void unclaim_then_resend(size_t size, size_t chunk, size_t first, size_t k) {
+  size_t n = collx_stripe_count(size, chunk);
+  struct chunk_track t = {0};
+  const char *why = NULL;
+  chunk_track_reset(&t);
+  uint64_t koff = (uint64_t)k * chunk, klen = size - koff < chunk ? size - koff : chunk;
+  /* chunks 0..first-1 from the end backwards, so that a last chunk may come before the stride is known */
+  for (size_t i = 0; i < first; i++) {
+    size_t j = n - 1 - i;
+    uint64_t off = (uint64_t)j * chunk, len = size - off < chunk ? size - off : chunk;
+    CHECK(chunk_track_stream(&t, off, len, size, &why) == 0, "size %zu: chunk %zu refused: %s", size, j, why);
+  }
+  CHECK(chunk_track_holds(&t, koff, klen, size), "size %zu: chunk %zu claimed but not held", size, k);
+  CHECK(!chunk_track_holds(&t, koff, klen, size + 1), "size %zu: chunk %zu held for another total", size, k);
+  CHECK(chunk_track_unclaim(&t, koff, klen, size) == 0, "size %zu: chunk %zu not unclaimed", size, k);
+  CHECK(!chunk_track_holds(&t, koff, klen, size), "size %zu: chunk %zu still held after unclaim", size, k);
+  CHECK(chunk_track_unclaim(&t, koff, klen, size) != 0, "size %zu: chunk %zu unclaimed twice", size, k);
+  CHECK(!chunk_track_whole(&t), "size %zu: whole with chunk %zu unclaimed", size, k);
+  for (size_t i = first; i < n; i++) {
+    size_t j = n - 1 - i;
+    uint64_t off = (uint64_t)j * chunk, len = size - off < chunk ? size - off : chunk;
+    CHECK(chunk_track_stream(&t, off, len, size, &why) == 0, "size %zu: chunk %zu refused: %s", size, j, why);
+  }
+  CHECK(chunk_track_stream(&t, koff, klen, size, &why) == 0, "size %zu: chunk %zu refused again: %s", size, k, why);
+  CHECK(chunk_track_whole(&t), "size %zu: not whole after chunk %zu came again", size, k);
+  chunk_track_free(&t);
+}
+
 int main(void) {
   static const size_t sizes[] = {0, 1, 4095, 4096, 65536, 65537, (1u << 20) + 5, (5u << 20) + 123, 200u << 20};
   static const int streams[] = {1, 2, 4, 8};
@@ -57,6 +90,16 @@ int main(void) {
   chunk_track_reset(&t);
   CHECK(chunk_track_stream(&t, 12288, 100, 12388, &why) == 0 && chunk_track_stream(&t, 0, 8192, 12388, &why) != 0,
         "a last chunk off the stride accepted");
+  chunk_track_free(&t);
+
+  unclaim_then_resend(4096, 4096, 1, 0);            /* the whole message in one chunk */
+  unclaim_then_resend(10000, 4096, 1, 2);           /* a last chunk before the stride is known */
+  unclaim_then_resend(10000, 4096, 2, 2);           /* the last one, once the stride is known */
+  unclaim_then_resend(10000, 4096, 3, 0);           /* the first */
+  unclaim_then_resend(200u << 20, 65536, 1000, 3100); /* a middle one, bitmap on the heap */
+  chunk_track_reset(&t);
+  CHECK(chunk_track_eager(&t, 100, &why) == 0 && !chunk_track_holds(&t, 0, 100, 100) &&
+        chunk_track_unclaim(&t, 0, 100, 100) != 0, "an eager message is held or unclaimed as a chunk");
   chunk_track_free(&t);
   printf("test_chunks: %d checks, %d failed\n", checks, failures);
   return failures != 0;

@@ -146,3 +146,31 @@ int chunk_track_truncated(struct chunk_track *t, const char **why) {
 int chunk_track_whole(const struct chunk_track *t) {
   return !t->refused && t->kind == CHUNK_STREAM && t->stride && t->claimed == t->total;
 }
+
+int chunk_track_holds(const struct chunk_track *t, uint64_t offset, uint64_t len, uint64_t total) {
+  if (t->refused || t->kind != CHUNK_STREAM || t->total != total) return 0;
+  if (t->final_seen && !t->stride) return t->final_off == offset && t->final_len == len;
+  if (!t->stride || offset % t->stride || offset / t->stride >= t->nbits) return 0;
+  uint64_t k = offset / t->stride;
+  int last = offset + len == total;
+  if (last ? len > t->stride : len != t->stride) return 0;
+  const uint64_t *bits = t->more ? t->more : t->bits;
+  return (bits[k / 64] >> (k % 64)) & 1;
+}
+
+int chunk_track_unclaim(struct chunk_track *t, uint64_t offset, uint64_t len, uint64_t total) {
+  if (!chunk_track_holds(t, offset, len, total)) return -1;
+  if (offset == 0 && len == total) { /* the whole message: nothing else of it came */
+    chunk_track_reset(t);
+    return 0;
+  }
+  if (t->final_seen && !t->stride) {
+    t->final_seen = 0;
+    t->final_off = t->final_len = 0;
+    return 0;
+  }
+  uint64_t k = offset / t->stride;
+  chunk_bits(t)[k / 64] &= ~(1ull << (k % 64));
+  t->claimed -= len;
+  return 0;
+}

@@ -55,6 +55,14 @@ int chunk_track_eager(struct chunk_track *t, uint64_t size, const char **why);
 /* The sender says the message does not fit: nothing else may come. */
 int chunk_track_truncated(struct chunk_track *t, const char **why);
 
+/* Whether exactly this chunk is claimed (failover: a chunk sent again
+ * after its stream was given up may have arrived whole before). */
+int chunk_track_holds(const struct chunk_track *t, uint64_t offset, uint64_t len, uint64_t total);
+/* Forget a claimed chunk whose payload never arrived whole (its stream was
+ * given up), so that it may be claimed again.  0, or -1 when exactly that
+ * chunk is not claimed. */
+int chunk_track_unclaim(struct chunk_track *t, uint64_t offset, uint64_t len, uint64_t total);
+
 /* Every byte of the message claimed (a buffer filled by chunks). */
 int chunk_track_whole(const struct chunk_track *t);
 

@@ -243,6 +243,7 @@ int tcp_comm_base_init(struct tcp_comm_base *c, uint32_t magic, const struct tcp
     pthread_mutex_init(&s->lock, NULL);
   }
   collx_list_init(&c->wd_node);
+  tcp_failover_init(c, sk);
   return 0;
 }
 

@@ -30,7 +30,7 @@
 #include "util/list.h"
 #include "wire.h"
 
-#define TCP_MAX_STREAMS 16
+#define TCP_MAX_STREAMS WIRE_MAX_STREAMS
 
 /* Control records a comm holds unwritten: every receive's CTS and a
  * heartbeat, with room to spare. */
@@ -105,6 +105,12 @@ struct tcp_comm_sockets {
   const int *stream_fds;
   size_t max_chunk;       /* COLLX_CHUNK_SIZE */
   int members;            /* NICs the streams leave by (a merged device: more than 1) */
+  int paths;              /* distinct paths the streams take (stream i on path i mod paths) */
+  int failover;           /* both ends agreed to outlive a lost path (COLLX_FAILOVER) */
+  /* For messages: the local NIC of path p, and the peer's address on it
+   * (NULL where not known). */
+  const char *path_nic[COLLX_MAX_MEMBERS];
+  const char *path_peer[COLLX_MAX_MEMBERS];
 };
 
 struct tcp_comm_base {
@@ -117,6 +123,12 @@ struct tcp_comm_base {
   int ctrl_fd;
   int nstreams;
   struct tcp_stream streams[TCP_MAX_STREAMS];
+  /* Failover (COLLX_FAILOVER, failover.c): stream i travels on path
+   * i mod npaths; `lost` holds the streams given up with their path. */
+  int failover;
+  int npaths;
+  char path_name[COLLX_MAX_MEMBERS][40];
+  atomic_uint lost;
   atomic_int stop;
   _Atomic int error;      /* first fatal error: every request fails with it */
   atomic_int fail_claimed;   /* the first failure writes error_what */
@@ -212,6 +224,24 @@ enum sock_io tcp_ctrl_write_records(struct tcp_comm_base *c);
 void tcp_ctrl_queue_heartbeat(struct tcp_comm_base *c, double now);
 /* Bytes arrived from the peer: it is alive. */
 void tcp_comm_heard(struct tcp_comm_base *c);
+
+/* ---- failover (failover.c) ------------------------------------------------ */
+
+/* Take the sockets' paths and whether failover is agreed (base init). */
+void tcp_failover_init(struct tcp_comm_base *c, const struct tcp_comm_sockets *sk);
+/* Streams on the path of stream i, as a bit mask. */
+unsigned tcp_path_streams(const struct tcp_comm_base *c, int i);
+/* Give up stream i's path (all streams on it): one WARN naming the path
+ * and the peer.  Returns the streams newly given up (0 when they were
+ * already); when no stream is left the comm fails instead (0). */
+unsigned tcp_path_lose(struct tcp_comm_base *c, int i, const char *why);
+static inline int tcp_stream_lost(const struct tcp_comm_base *c, int i) {
+  return (atomic_load_explicit(&((struct tcp_comm_base *)c)->lost, memory_order_acquire) >> i) & 1;
+}
+/* A stream with bytes in flight, retransmitted, whose peer host has
+ * acknowledged nothing for COLLX_FAILOVER_MS (TCP_INFO): its path is
+ * dead.  A busy peer's host still acknowledges what arrived. */
+int tcp_stream_stalled(const struct tcp_stream *s);
 
 /* ---- clocks (comm.c) ------------------------------------------------------ */
 

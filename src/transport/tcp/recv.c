@@ -43,13 +43,47 @@ static int accept_heartbeat(struct tcp_recv_comm *c, struct tcp_recv_stream *t) 
   return 0;
 }
 
+/* Failover: the sender gave up the streams the notice names.  Acted on
+ * once this stream's lock is released (streams_give_up).  0, or -1 after
+ * failing the comm. */
+static int accept_lost(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
+  const char *bad = NULL;
+  if (wire_chunk_check(&t->hdr, 0, &bad) != 0 || !c->base.failover) {
+    tcp_comm_fail(&c->base, ncclRemoteError, bad ? bad : "LOST notice on a connection without failover");
+    return -1;
+  }
+  unsigned all = (1u << c->base.nstreams) - 1;
+  atomic_fetch_or(&c->lost_notice, (unsigned)t->hdr.total & all);
+  t->req = NULL;
+  return 0;
+}
+
+/* Failover: a chunk that went out again after its stream was given up,
+ * whose first copy had arrived whole (its receive may be over by now):
+ * its payload is read and dropped. */
+static int chunk_again(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
+  t->req = NULL;
+  t->skip = t->hdr.len;
+  (void)c;
+  return 0;
+}
+
+/* A chunk for a receive not posted: with failover, one posted before and
+ * complete by now, sent again. */
+static int chunk_for_old_receive(struct tcp_recv_comm *c, const struct wire_chunk *h) {
+  return atomic_load(&c->base.lost) && (int32_t)(h->seq - atomic_load(&c->recv_seq)) < 0 &&
+         !(h->flags & WIRE_CHUNK_TRUNCATED);
+}
+
 /* A chunk header arrived: find its receive and check it fits.  0, or -1
  * after failing the comm (the peer broke the protocol). */
 static int accept_header(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
   struct wire_chunk *h = &t->hdr;
   struct tcp_recv_req *r = NULL;
   if (h->magic == WIRE_MAGIC && h->flags == WIRE_CHUNK_HEARTBEAT) return accept_heartbeat(c, t);
+  if (h->magic == WIRE_MAGIC && h->flags == WIRE_CHUNK_LOST) return accept_lost(c, t);
   if (h->magic == WIRE_MAGIC) r = tcp_recv_posted(c, h->seq);
+  if (h->magic == WIRE_MAGIC && !r && chunk_for_old_receive(c, h)) return chunk_again(c, t);
   if (h->magic == WIRE_MAGIC && (!r || h->idx >= r->n)) {
     tcp_comm_failf(&c->base, ncclRemoteError, "chunk for receive %u/%u that was never posted", h->seq, h->idx);
     return -1;
@@ -61,13 +95,16 @@ static int accept_header(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
     return -1;
   }
   struct tcp_entry *e = &r->e[h->idx];
-  enum chunk_kind kind = h->flags & WIRE_CHUNK_TRUNCATED ? CHUNK_TRUNCATED : CHUNK_STREAM;
-  if (tcp_entry_claim(c, r, h->idx, kind, h->offset, h->len, h->total) != 0) return -1;
   if (h->flags & WIRE_CHUNK_TRUNCATED) {
+    if (tcp_entry_claim(c, r, h->idx, CHUNK_TRUNCATED, h->offset, h->len, h->total) != 0) return -1;
     tcp_entry_truncated(c, r, h->idx, h->total);
     t->req = NULL;
     return 0;
   }
+  int again = tcp_entry_claim_chunk(c, r, h->idx, h->offset, h->len, h->total);
+  if (again < 0) return -1;
+  if (again) return chunk_again(c, t);
+  if (c->base.failover) atomic_fetch_or(&r->entries_done, TCP_ENTRIES_STRIPED);
   atomic_store_explicit(&e->total, (int64_t)h->total, memory_order_release);
   /* Messages come on the streams: CTS records go out at once again. */
   if (h->offset == 0) match_hold_stream_message(&c->hold);
@@ -103,6 +140,13 @@ static void chunk_finish(struct tcp_recv_stream *t) {
  * bytes are used up (or hold less than a header), -1 after failing the
  * comm. */
 static int parse_staged(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
+  if (t->skip) {
+    size_t have = t->stage_len - t->stage_pos;
+    size_t n = t->skip < have ? (size_t)t->skip : have;
+    t->stage_pos += n;
+    t->skip -= n;
+    return n > 0;
+  }
   if (!t->req && t->stage_len - t->stage_pos >= sizeof t->hdr) {
     memcpy(&t->hdr, t->stage + t->stage_pos, sizeof t->hdr);
     t->stage_pos += sizeof t->hdr;
@@ -141,7 +185,7 @@ static int read_ended(struct tcp_stream *s, struct tcp_recv_stream *t, enum sock
   struct tcp_recv_comm *c = recv_comm_of(s->comm);
   if (io == SOCK_IO_DONE) return 0;
   if (io == SOCK_IO_AGAIN) return -1;
-  if (io == SOCK_IO_EOF && !t->req && t->stage_pos == t->stage_len) {
+  if (io == SOCK_IO_EOF && !t->req && !t->skip && t->stage_pos == t->stage_len) {
     /* Closed between chunks: what came before it stays good. */
     if (!atomic_exchange(&s->eof, 1)) atomic_fetch_add(&c->streams_eof, 1);
     return -1;
@@ -161,18 +205,19 @@ static int read_stream_once(struct tcp_stream *s, int small_only, size_t budget)
   struct tcp_recv_stream *t = &c->rx[s->index];
   int progress = 0, dry = 0;
   size_t moved = 0;
-  if (atomic_load(&s->eof)) return 0;
+  if (atomic_load(&s->eof) || tcp_stream_lost(&c->base, s->index)) return 0;
   while (!tcp_comm_failed(&c->base) && moved < budget) {
     int parsed = parse_staged(c, t);
     if (parsed < 0) return progress;
     if (parsed > 0) continue;
     if (dry) return progress;
-    size_t owed = t->req ? t->hdr.len - t->done : 0;
+    size_t owed = t->req ? t->hdr.len - t->done : t->skip > TCP_STAGE_SIZE ? TCP_STAGE_SIZE : (size_t)t->skip;
+    int direct = t->req && owed >= TCP_STAGE_SIZE / 2;
     /* Bulk is the driver's work: a caller reading inline stops at a large
      * chunk and goes back to NCCL's other requests. */
-    if (owed >= TCP_STAGE_SIZE / 2 && small_only) return progress;
+    if (direct && small_only) return progress;
     enum sock_io io;
-    if (owed >= TCP_STAGE_SIZE / 2) {
+    if (direct) {
       size_t before = t->done;
       io = sock_recv_some(s->fd, t->req->e[t->hdr.idx].buf + t->hdr.offset, t->hdr.len, &t->done);
       progress |= t->done > before;
@@ -202,16 +247,49 @@ static int read_stream(struct tcp_stream *s, int small_only, size_t budget) {
   return got;
 }
 
+/* ---- failover: streams the sender gave up ---------------------------------- */
+
+/* Stop reading stream s for good; forget the chunk it was in the middle
+ * of, which the sender writes again elsewhere.  Caller holds s->lock. */
+static void stream_give_up(struct tcp_recv_comm *c, struct tcp_stream *s) {
+  struct tcp_recv_stream *t = &c->rx[s->index];
+  if (t->req) tcp_entry_unclaim(c, t->req, t->hdr.idx, t->hdr.offset, t->hdr.len, t->hdr.total);
+  t->req = NULL;
+  t->skip = 0;
+  t->stage_pos = t->stage_len = 0;
+}
+
+/* Act on LOST notices: the streams they name are read no more, and the
+ * sender hears so (LOST_ACK) before it sends their chunks again.  Takes
+ * those streams' locks: call holding none. */
+static void streams_give_up(struct tcp_recv_comm *c) {
+  unsigned mask = atomic_exchange(&c->lost_notice, 0) & ~atomic_load(&c->base.lost);
+  if (!mask) return;
+  for (int i = 0; i < c->base.nstreams; i++) {
+    if (!(mask >> i & 1)) continue;
+    struct tcp_stream *s = &c->base.streams[i];
+    pthread_mutex_lock(&s->lock);
+    atomic_fetch_or(&c->base.lost, 1u << i);
+    stream_give_up(c, s);
+    pthread_mutex_unlock(&s->lock);
+  }
+  COLLX_INFO(COLLX_LOG_NET, "receive connection from %s on device %s: the sender gave up streams 0x%x; "
+             "their chunks come again on the others", c->base.peer, c->base.devname, mask);
+  tcp_recv_owe_lost_ack(c, mask);
+}
+
 static int recv_serve(struct tcp_stream *s, struct tcp_pass *pass) {
   struct tcp_comm_base *b = s->comm;
-  if (atomic_load(&b->stop) || tcp_comm_failed(b) || atomic_load(&s->eof)) return TCP_WANT_NOTHING;
+  if (atomic_load(&b->stop) || tcp_comm_failed(b) || atomic_load(&s->eof) || tcp_stream_lost(b, s->index))
+    return TCP_WANT_NOTHING;
   /* With COLLX_INLINE_RECV the caller's test() may be reading this stream
    * right now: then it has the data in hand, and the pool steps aside (the
    * socket stays ready, so it comes back next round). */
   if (pthread_mutex_trylock(&s->lock) != 0) return TCP_WANT_READ;
   pass->moved = read_stream(s, 0, TCP_PASS_BYTES);
   pthread_mutex_unlock(&s->lock);
-  return TCP_WANT_READ;
+  if (atomic_load(&recv_comm_of(b)->lost_notice)) streams_give_up(recv_comm_of(b));
+  return tcp_stream_lost(b, s->index) ? TCP_WANT_NOTHING : TCP_WANT_READ;
 }
 
 /* COLLX_INLINE_RECV: the caller reads what is small and leaves a large
@@ -223,6 +301,7 @@ static void read_inline(struct tcp_recv_comm *c) {
     read_stream(s, 1, SIZE_MAX);
     pthread_mutex_unlock(&s->lock);
   }
+  if (atomic_load(&c->lost_notice)) streams_give_up(c);
 }
 
 /* COLLX_PROGRESS=caller: the comm has no stream threads, and every call
@@ -236,6 +315,7 @@ static void read_all_streams(struct tcp_recv_comm *c, int first) {
     read_stream(s, 0, SIZE_MAX);
     pthread_mutex_unlock(&s->lock);
   }
+  if (atomic_load(&c->lost_notice)) streams_give_up(c);
 }
 
 /* The watchdog's tick: a heartbeat on the control socket and, with
@@ -319,7 +399,9 @@ ncclResult_t tcp_irecv(struct tcp_recv_comm *c, int n, void **data, const size_t
 /* ---- completion ---------------------------------------------------------------- */
 
 int tcp_recv_peer_finished(struct tcp_recv_comm *c) {
-  if (atomic_load(&c->streams_eof) != c->base.nstreams) return 0;
+  /* A stream given up brings nothing more either. */
+  int lost = __builtin_popcount(atomic_load(&c->base.lost));
+  if (atomic_load(&c->streams_eof) + lost < c->base.nstreams) return 0;
   if (atomic_load(&c->base.ctrl_eof)) return 1;
   /* The reader waits for a receive that is still not posted.  If one was
    * posted since, the reader (perhaps the watchdog, right now) has not
@@ -328,7 +410,7 @@ int tcp_recv_peer_finished(struct tcp_recv_comm *c) {
 }
 
 static int recv_done(struct tcp_recv_req *r) {
-  return atomic_load_explicit(&r->entries_done, memory_order_acquire) == r->n;
+  return (atomic_load_explicit(&r->entries_done, memory_order_acquire) & TCP_ENTRIES_COUNT) == r->n;
 }
 
 /* A receive in the middle of a message too large to be eager.  While NCCL
@@ -404,6 +486,7 @@ static void recv_close(struct tcp_comm_base *b) {
     c->reqs[i].base.magic = TCP_MAGIC_DEAD;
   }
   pthread_mutex_destroy(&c->track_lock);
+  pthread_mutex_destroy(&c->done_lock);
   tcp_comm_base_bury(b);
 }
 
@@ -447,6 +530,7 @@ ncclResult_t tcp_recv_comm_start(const struct tcp_comm_sockets *sk, struct tcp_r
   /* Until the traffic shows its sizes, every CTS goes out at once. */
   match_hold_init(&c->hold);
   pthread_mutex_init(&c->track_lock, NULL);
+  pthread_mutex_init(&c->done_lock, NULL);
   for (int i = 0; i < COLLX_MAX_REQUESTS; i++) {
     c->reqs[i].base.magic = TCP_MAGIC_REQ;
     c->reqs[i].base.comm = &c->base;

@@ -27,12 +27,17 @@ struct tcp_entry {        /* one buffer of a (grouped) receive */
   struct chunk_track track; /* chunks claimed so far (comm->track_lock) */
 };
 
+#define TCP_ENTRIES_COUNT 0xffff
+#define TCP_ENTRIES_STRIPED 0x10000
+
 struct tcp_recv_req {
   struct tcp_req base;
   int n;
   /* the entries' tags (set at irecv) and those taken by early eager
    * messages (the control socket's reader only) */
   struct match_entries match;
+  /* entries finished (TCP_ENTRIES_COUNT), and TCP_ENTRIES_STRIPED once
+   * a data stream brought a chunk for any of them (failover) */
   _Atomic int entries_done;
   struct tcp_entry e[COLLX_MAX_RECVS];
 };
@@ -44,6 +49,7 @@ struct tcp_recv_stream {
   size_t done;                /* payload bytes read */
   size_t stage_pos, stage_len;
   char *stage;                /* TCP_STAGE_SIZE bytes: headers and small payloads in one go */
+  uint64_t skip;              /* failover: payload bytes of a chunk that arrived twice, dropped */
 };
 
 struct tcp_recv_comm {
@@ -73,6 +79,16 @@ struct tcp_recv_comm {
   /* receive posted for seq % MAX_REQUESTS; published with release order so
    * a stream that finds it also sees its buffers */
   struct tcp_recv_req *_Atomic by_seq[TCP_SEQ_SLOTS];
+  /* Failover: streams the sender has given up (LOST notices) not yet
+   * acted on, and the records owed to the sender, built when the control
+   * socket is written (done_lock, inside ctrl_tx_lock): receives complete
+   * (DONE) and streams no longer read (LOST_ACK). */
+  atomic_uint lost_notice;
+  pthread_mutex_t done_lock;
+  uint32_t done_seqs[COLLX_MAX_REQUESTS];
+  int done_len;
+  unsigned lost_ack;
+  atomic_int owed;            /* done_len or lost_ack non-zero */
   struct tcp_recv_req reqs[COLLX_MAX_REQUESTS];
 };
 
@@ -92,6 +108,15 @@ int tcp_recv_peer_finished(struct tcp_recv_comm *c);
  * 0, or -1 after failing the comm. */
 int tcp_entry_claim(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, enum chunk_kind kind,
                     uint64_t offset, uint64_t len, uint64_t total);
+/* Claim a chunk from a data stream, as tcp_entry_claim; with failover, 1
+ * when exactly that chunk is claimed already (it went out again after its
+ * first stream was given up, and its first copy had arrived whole): its
+ * payload is to be dropped. */
+int tcp_entry_claim_chunk(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t offset,
+                          uint64_t len, uint64_t total);
+/* Forget a chunk whose stream was given up in the middle of it. */
+void tcp_entry_unclaim(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t offset, uint64_t len,
+                       uint64_t total);
 /* Account `len` payload bytes of entry `idx`; finish the entry when whole. */
 void tcp_entry_account(struct tcp_recv_req *r, int idx, uint64_t len);
 /* A message does not fit its receive buffer: say so, and fail that entry
@@ -111,5 +136,10 @@ void tcp_recv_write_due_cts(struct tcp_recv_comm *c);
 void tcp_recv_ctrl_drain(struct tcp_comm_base *c);
 /* The watchdog's heartbeat on the control socket. */
 void tcp_recv_ctrl_heartbeat(struct tcp_recv_comm *c, double now);
+/* Failover: tell the sender that receive `seq` is complete (DONE), or
+ * that the streams in `mask` are no longer read (LOST_ACK); written at
+ * once when the control socket is free, else by its next writer. */
+void tcp_recv_owe_done(struct tcp_recv_comm *c, uint32_t seq);
+void tcp_recv_owe_lost_ack(struct tcp_recv_comm *c, unsigned mask);
 
 #endif

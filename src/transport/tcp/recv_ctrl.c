@@ -38,7 +38,59 @@
 
 static struct tcp_recv_comm *recv_comm_of(struct tcp_comm_base *b) { return (struct tcp_recv_comm *)b; }
 
+static void queue_owed(struct tcp_recv_comm *c);
+static void ctrl_unlock(struct tcp_recv_comm *c);
+static int ctrl_flush(struct tcp_recv_comm *c);
+
 /* ---- writing: CTS records and heartbeats ---------------------------------- */
+
+/* ---- failover: DONE and LOST_ACK records --------------------------------- */
+
+/* Turn what is owed into records, as far as the buffer has room.  Caller
+ * holds ctrl_tx_lock. */
+static void queue_owed(struct tcp_recv_comm *c) {
+  pthread_mutex_lock(&c->done_lock);
+  if (c->lost_ack) {
+    struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_LOST_ACK, .n = 1};
+    m.e[0].size = c->lost_ack;
+    if (tcp_ctrl_queue(&c->base, &m) == 0) c->lost_ack = 0;
+  }
+  while (c->done_len > 0) {
+    struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_DONE};
+    int n = c->done_len < COLLX_MAX_RECVS ? c->done_len : COLLX_MAX_RECVS;
+    for (int i = 0; i < n; i++) m.e[i].size = c->done_seqs[c->done_len - n + i];
+    m.n = (uint8_t)n;
+    if (tcp_ctrl_queue(&c->base, &m) != 0) break;
+    c->done_len -= n;
+  }
+  atomic_store(&c->owed, c->done_len > 0 || c->lost_ack);
+  pthread_mutex_unlock(&c->done_lock);
+}
+
+/* What is owed goes out now if nobody writes the control socket; whoever
+ * does writes it too (ctrl_flush, and ctrl_unlock after it). */
+static void owed_flush(struct tcp_recv_comm *c) {
+  if (pthread_mutex_trylock(&c->base.ctrl_tx_lock) != 0) return;
+  ctrl_flush(c);
+  ctrl_unlock(c);
+}
+
+void tcp_recv_owe_done(struct tcp_recv_comm *c, uint32_t seq) {
+  pthread_mutex_lock(&c->done_lock);
+  /* At most one per receive in flight: done_seqs cannot overflow. */
+  if (c->done_len < COLLX_MAX_REQUESTS) c->done_seqs[c->done_len++] = seq;
+  atomic_store(&c->owed, 1);
+  pthread_mutex_unlock(&c->done_lock);
+  owed_flush(c);
+}
+
+void tcp_recv_owe_lost_ack(struct tcp_recv_comm *c, unsigned mask) {
+  pthread_mutex_lock(&c->done_lock);
+  c->lost_ack |= mask;
+  atomic_store(&c->owed, 1);
+  pthread_mutex_unlock(&c->done_lock);
+  owed_flush(c);
+}
 
 /* Write the records not yet written, without blocking.  Caller holds
  * ctrl_tx_lock.  0 when nothing is left to write, 1 while the socket is
@@ -47,12 +99,22 @@ static struct tcp_recv_comm *recv_comm_of(struct tcp_comm_base *b) { return (str
  * is gone, records are dropped. */
 static int ctrl_flush(struct tcp_recv_comm *c) {
   if (c->ctrl_tx_dead) return 0;
+  if (atomic_load(&c->owed)) queue_owed(c);
   enum sock_io io = tcp_ctrl_write_records(&c->base);
   if (io == SOCK_IO_DONE) return 0;
   if (io == SOCK_IO_AGAIN) return 1;
   c->ctrl_tx_dead = 1;
   c->base.ctrl_tx_len = c->base.ctrl_tx_done = 0;
   return 0;
+}
+
+/* Release ctrl_tx_lock.  A record owed while it was held (by a stream's
+ * thread that found it taken) goes out now. */
+static void ctrl_unlock(struct tcp_recv_comm *c) {
+  pthread_mutex_unlock(&c->base.ctrl_tx_lock);
+  if (!atomic_load(&c->owed) || pthread_mutex_trylock(&c->base.ctrl_tx_lock) != 0) return;
+  ctrl_flush(c);
+  pthread_mutex_unlock(&c->base.ctrl_tx_lock);
 }
 
 /* Whether CTS records go out now or are held back.  Caller holds
@@ -81,7 +143,7 @@ int tcp_recv_send_cts(struct tcp_recv_comm *c, const struct tcp_recv_req *r) {
   int due = cts_due(c) || match_hold_take_wanted(&c->hold);
   match_hold_spend(&c->hold);
   if (due) ctrl_flush(c);
-  pthread_mutex_unlock(&c->base.ctrl_tx_lock);
+  ctrl_unlock(c);
   return tcp_comm_failed(&c->base) ? -1 : 0;
 }
 
@@ -92,8 +154,8 @@ void tcp_recv_write_due_cts(struct tcp_recv_comm *c) {
     if (wanted) match_hold_rewant(&c->hold);
     return;
   }
-  if (wanted || cts_due(c)) ctrl_flush(c);
-  pthread_mutex_unlock(&c->base.ctrl_tx_lock);
+  if (wanted || cts_due(c) || atomic_load(&c->owed)) ctrl_flush(c);
+  ctrl_unlock(c);
 }
 
 /* Heartbeat, from the watchdog: never blocks; a record that does not fit
@@ -104,7 +166,7 @@ void tcp_recv_ctrl_heartbeat(struct tcp_recv_comm *c, double now) {
     tcp_ctrl_queue_heartbeat(&c->base, now);
     ctrl_flush(c);
   }
-  pthread_mutex_unlock(&c->base.ctrl_tx_lock);
+  ctrl_unlock(c);
 }
 
 /* ---- reading: eager messages ---------------------------------------------- */

@@ -6,12 +6,40 @@
 #include "recv.h"
 #include "util/log.h"
 
+/* One more entry of r is finished; with failover, the sender of a striped
+ * message hears when the whole receive is (eager sends do not wait).  The
+ * count and the mark of stream data are one word, so that the thread
+ * finishing the last entry knows both at once: the caller may release r
+ * the moment it is done. */
+static void entry_finished(struct tcp_recv_req *r) {
+  struct tcp_recv_comm *c = (struct tcp_recv_comm *)r->base.comm;
+  uint32_t seq = r->base.seq;
+  int before = atomic_fetch_add_explicit(&r->entries_done, 1, memory_order_acq_rel);
+  if ((before & TCP_ENTRIES_COUNT) + 1 == r->n && (before & TCP_ENTRIES_STRIPED) && c->base.failover)
+    tcp_recv_owe_done(c, seq);
+}
+
 void tcp_entry_account(struct tcp_recv_req *r, int idx, uint64_t len) {
   struct tcp_entry *e = &r->e[idx];
   uint64_t got = atomic_fetch_add_explicit(&e->received, len, memory_order_acq_rel) + len;
-  if ((int64_t)got == atomic_load_explicit(&e->total, memory_order_acquire)) {
-    atomic_fetch_add_explicit(&r->entries_done, 1, memory_order_release);
-  }
+  if ((int64_t)got == atomic_load_explicit(&e->total, memory_order_acquire)) entry_finished(r);
+}
+
+int tcp_entry_claim_chunk(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t offset,
+                          uint64_t len, uint64_t total) {
+  struct chunk_track *t = &r->e[idx].track;
+  pthread_mutex_lock(&c->track_lock);
+  int again = atomic_load(&c->base.lost) && chunk_track_holds(t, offset, len, total);
+  pthread_mutex_unlock(&c->track_lock);
+  if (again) return 1;
+  return tcp_entry_claim(c, r, idx, CHUNK_STREAM, offset, len, total);
+}
+
+void tcp_entry_unclaim(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t offset, uint64_t len,
+                       uint64_t total) {
+  pthread_mutex_lock(&c->track_lock);
+  chunk_track_unclaim(&r->e[idx].track, offset, len, total);
+  pthread_mutex_unlock(&c->track_lock);
 }
 
 int tcp_entry_claim(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, enum chunk_kind kind,
@@ -37,7 +65,7 @@ void tcp_entry_truncated(const struct tcp_recv_comm *c, struct tcp_recv_req *r, 
              (unsigned long long)size, c->base.peer, c->base.devname, e->cap, r->match.tag[idx]);
   atomic_store(&r->base.error, ncclInvalidUsage);
   atomic_store(&e->total, 0);
-  atomic_fetch_add(&r->entries_done, 1);
+  entry_finished(r);
 }
 
 struct tcp_recv_req *tcp_recv_posted(struct tcp_recv_comm *c, uint32_t seq) {

@@ -24,6 +24,7 @@
  */
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "progress.h"
@@ -149,10 +150,35 @@ static void ctrl_heartbeat(struct tcp_send_comm *c, double now) {
   pthread_mutex_unlock(&c->base.ctrl_tx_lock);
 }
 
+static void chunks_take_back(struct tcp_send_comm *c);
+
 /* ---- the control socket, incoming: CTS records ----------------------------- */
+
+/* Failover: the receiver has every byte of these receives.  Any thread:
+ * the compare-exchange finds only a send still waiting for that very
+ * receive, and q_lock keeps it from being confirmed while a lost stream's
+ * chunks of it are being taken back (stream_take_back). */
+static void sends_confirmed(struct tcp_send_comm *c, const struct wire_ctrl *m) {
+  pthread_mutex_lock(&c->q_lock);
+  for (int i = 0; i < m->n; i++) {
+    uint64_t seq = (uint32_t)m->e[i].size;
+    for (int j = 0; j < COLLX_MAX_REQUESTS; j++) {
+      uint64_t want = 1ull << 32 | seq;
+      atomic_compare_exchange_strong(&c->reqs[j].await, &want, 0);
+    }
+  }
+  pthread_mutex_unlock(&c->q_lock);
+}
 
 static int accept_record(struct tcp_send_comm *c, const struct wire_ctrl *m, const char **why) {
   int type = wire_ctrl_check(m, 1, why);
+  if ((type == WIRE_DONE || type == WIRE_LOST_ACK) && !c->base.failover) {
+    *why = "failover record on a connection without failover";
+    return -1;
+  }
+  if (type == WIRE_DONE) sends_confirmed(c, m);
+  /* Acted on outside the control socket's lock (chunks_take_back). */
+  if (type == WIRE_LOST_ACK) atomic_fetch_or(&c->lost_acked, (unsigned)m->e[0].size);
   if (type != WIRE_CTS) return type < 0 ? -1 : 0;
   return match_cts_accept(&c->match_tx, m, why);
 }
@@ -183,6 +209,7 @@ static void ctrl_drain(struct tcp_comm_base *b) {
     if (why || b->ctrl_rx_done + whole < sizeof b->ctrl_rx) break; /* short read: dry */
   }
   pthread_mutex_unlock(&b->ctrl_rx_lock);
+  if (atomic_load(&c->lost_acked)) chunks_take_back(c);
 }
 
 /* Match early eager sends against CTS records that have come in since.
@@ -210,7 +237,7 @@ static int eager_replay(struct tcp_send_comm *c) {
 /* Whether stream h should keep its chunks for itself: it is idle and its
  * socket takes more.  Otherwise another stream may take them. */
 static int stream_ready(struct tcp_send_comm *c, int h) {
-  return !atomic_load(&c->tx[h].busy) && sock_writable(c->base.streams[h].fd);
+  return !tcp_stream_lost(&c->base, h) && !atomic_load(&c->tx[h].busy) && sock_writable(c->base.streams[h].fd);
 }
 
 /* Chunk k of r for stream h's cursor, and the request off the queue once
@@ -235,6 +262,21 @@ static int pick_next(struct tcp_send_comm *c, struct tcp_send_req **rp, size_t *
   return 1;
 }
 
+/* Failover: a chunk to write again, first of all (its send waits for
+ * it).  Caller holds q_lock. */
+static int pick_redo(struct tcp_send_comm *c, struct tcp_send_req **rp, size_t *kp) {
+  struct collx_list *pos;
+  for (pos = c->queue.next; pos != &c->queue; pos = pos->next) {
+    struct tcp_send_req *r = COLLX_CONTAINER_OF(pos, struct tcp_send_req, qnode);
+    if (!r->redo_len) continue;
+    *rp = r;
+    *kp = r->redo[--r->redo_len];
+    if (--r->chunks_left == 0) collx_list_del(&r->qnode);
+    return 1;
+  }
+  return 0;
+}
+
 /* The chunk stream j writes next.  On one NIC: the oldest, so that
  * whichever stream is free carries it.  On a merged device: the oldest at
  * home on j, else the oldest at home on a stream that is busy or whose
@@ -243,6 +285,7 @@ static int pick_next(struct tcp_send_comm *c, struct tcp_send_req **rp, size_t *
  * slow member's chunks go to the others.  0 when there is none.  Caller
  * holds q_lock. */
 static int pick_chunk(struct tcp_send_comm *c, int j, struct tcp_send_req **rp, size_t *kp) {
+  if (c->base.failover && pick_redo(c, rp, kp)) return 1;
   if (!c->merged) return pick_next(c, rp, kp);
   struct collx_list *pos;
   for (pos = c->queue.next; pos != &c->queue; pos = pos->next) {
@@ -265,6 +308,126 @@ static int pick_chunk(struct tcp_send_comm *c, int j, struct tcp_send_req **rp, 
   return 0;
 }
 
+/* ---- failover: what a lost stream takes back ----------------------------- */
+
+static int sent_stale(const struct tcp_sent_chunk *e) {
+  return atomic_load(&e->req->await) != (1ull << 32 | e->seq);
+}
+
+/* Remember that stream t carries chunk k of r, dropping the entries of
+ * sends confirmed since.  0, or -1 out of memory (the chunk is not taken).
+ * Caller holds the stream's lock. */
+static int log_chunk(struct tcp_send_comm *c, struct tcp_send_stream *t, struct tcp_send_req *r, size_t k) {
+  while (t->log_head < t->log_len && sent_stale(&t->log[t->log_head])) t->log_head++;
+  if (t->log_head == t->log_len) t->log_head = t->log_len = 0;
+  if (t->log_len == t->log_cap && t->log_head > 0) {
+    memmove(t->log, t->log + t->log_head, (t->log_len - t->log_head) * sizeof *t->log);
+    t->log_len -= t->log_head;
+    t->log_head = 0;
+  }
+  if (t->log_len == t->log_cap) {
+    uint32_t cap = t->log_cap ? t->log_cap * 2 : 16;
+    struct tcp_sent_chunk *log = realloc(t->log, cap * sizeof *log);
+    if (!log) {
+      COLLX_WARN("send to %s on device %s: out of memory for the failover log", c->base.peer, c->base.devname);
+      return -1;
+    }
+    t->log = log;
+    t->log_cap = cap;
+  }
+  t->log[t->log_len++] = (struct tcp_sent_chunk){.req = r, .seq = r->base.seq, .k = (uint32_t)k};
+  return 0;
+}
+
+/* Queue chunk k of r to be written again.  Caller holds q_lock.  0, or -1
+ * out of memory (after failing the comm). */
+static int redo_add(struct tcp_send_comm *c, struct tcp_send_req *r, uint32_t k) {
+  if (r->redo_len == r->redo_cap) {
+    uint32_t cap = r->redo_cap ? r->redo_cap * 2 : 8;
+    uint32_t *redo = realloc(r->redo, cap * sizeof *redo);
+    if (!redo) {
+      tcp_comm_fail(&c->base, ncclSystemError, "out of memory for chunks to send again");
+      return -1;
+    }
+    r->redo = redo;
+    r->redo_cap = cap;
+  }
+  r->redo[r->redo_len++] = k;
+  r->chunks_left++;
+  if (collx_list_empty(&r->qnode)) collx_list_add_tail(&c->queue, &r->qnode);
+  return 0;
+}
+
+/* A chunk taken and then not written: back to the queue. */
+static void chunk_give_back(struct tcp_send_comm *c, struct tcp_send_req *r, size_t k) {
+  pthread_mutex_lock(&c->q_lock);
+  redo_add(c, r, (uint32_t)k);
+  pthread_mutex_unlock(&c->q_lock);
+}
+
+/* The chunks lost stream s carried for sends still unconfirmed go back to
+ * the queue: those written whole no longer count as written, the one in
+ * the middle of its write never did.  Caller holds s->lock. */
+static unsigned stream_take_back(struct tcp_send_comm *c, struct tcp_stream *s) {
+  struct tcp_send_stream *t = &c->tx[s->index];
+  unsigned n = 0;
+  pthread_mutex_lock(&c->q_lock);
+  for (uint32_t i = t->log_head; i < t->log_len; i++) {
+    struct tcp_sent_chunk *e = &t->log[i];
+    if (sent_stale(e)) continue;
+    int writing = t->req == e->req && t->hdr.offset == (uint64_t)e->k * e->req->chunk;
+    if (!writing) atomic_fetch_sub_explicit(&e->req->chunks_done, 1, memory_order_relaxed);
+    if (redo_add(c, e->req, e->k) != 0) break;
+    n++;
+  }
+  pthread_mutex_unlock(&c->q_lock);
+  t->log_head = t->log_len = 0;
+  t->req = NULL;
+  t->hb_active = 0;
+  atomic_store(&t->busy, 0);
+  return n;
+}
+
+/* The receiver has stopped reading the streams it acknowledged (LOST_ACK)
+ * and forgotten their partial chunks: their chunks go out again on the
+ * streams left. */
+static void chunks_take_back(struct tcp_send_comm *c) {
+  unsigned mask = atomic_exchange(&c->lost_acked, 0) & atomic_load(&c->base.lost), n = 0;
+  for (int i = 0; i < c->base.nstreams; i++) {
+    if (!(mask >> i & 1)) continue;
+    struct tcp_stream *s = &c->base.streams[i];
+    pthread_mutex_lock(&s->lock);
+    n += stream_take_back(c, s);
+    pthread_mutex_unlock(&s->lock);
+  }
+  COLLX_INFO(COLLX_LOG_NET, "send connection to %s on device %s: the receiver has let go of streams 0x%x; "
+             "%u chunks of them go out again", c->base.peer, c->base.devname, mask, n);
+  if (!tcp_caller_progress()) tcp_progress->kick(&c->base);
+}
+
+/* Stream j failed (io).  With failover its path is given up and the
+ * receiver is told on a stream left (send_step); otherwise the comm
+ * fails. */
+static void stream_failed(struct tcp_send_comm *c, int j, const char *why) {
+  if (!c->base.failover) {
+    tcp_comm_fail(&c->base, ncclRemoteError, why);
+    return;
+  }
+  unsigned newly = tcp_path_lose(&c->base, j, why);
+  if (!newly) return;
+  atomic_fetch_or(&c->notice_pending, newly);
+  if (!tcp_caller_progress()) tcp_progress->kick(&c->base);
+}
+
+/* The watchdog's look at each stream's TCP state: bytes in flight that the
+ * peer's host stopped acknowledging mean the path is dead. */
+static void streams_check(struct tcp_send_comm *c) {
+  char why[64];
+  snprintf(why, sizeof why, "no acknowledgement for %d ms", tcp_cfg.failover_ms);
+  for (int i = 0; i < c->base.nstreams; i++)
+    if (!tcp_stream_lost(&c->base, i) && tcp_stream_stalled(&c->base.streams[i])) stream_failed(c, i, why);
+}
+
 /* Take a chunk into stream j.  0 when none is for it.  Caller holds
  * s->lock. */
 static int take_chunk(struct tcp_send_comm *c, struct tcp_send_stream *t, int j) {
@@ -276,6 +439,11 @@ static int take_chunk(struct tcp_send_comm *c, struct tcp_send_stream *t, int j)
   pthread_mutex_unlock(&c->q_lock);
   if (!got) return 0;
 
+  if (c->base.failover && log_chunk(c, t, r, k) != 0) {
+    chunk_give_back(c, r, k);
+    atomic_store(&t->busy, 0);
+    return 0;
+  }
   uint64_t off = (uint64_t)k * r->chunk;
   t->req = r;
   t->done = 0;
@@ -302,20 +470,55 @@ static enum sock_io write_chunk(struct tcp_stream *s, struct tcp_send_stream *t)
   return SOCK_IO_DONE;
 }
 
-/* Write as much of the stream's heartbeat as the socket takes.  A failure
- * is left to the writes of chunks and the control socket to judge. */
+/* Write as much of the stream's header between chunks (a heartbeat or a
+ * LOST notice) as the socket takes. */
 static enum sock_io write_heartbeat(struct tcp_stream *s, struct tcp_send_stream *t) {
   enum sock_io io = sock_send_some(s->fd, &t->hb, sizeof t->hb, &t->hb_done);
   if (io != SOCK_IO_AGAIN) t->hb_active = 0;
-  return io == SOCK_IO_AGAIN ? io : SOCK_IO_DONE;
+  return io;
+}
+
+/* Failover: tell the receiver, on this stream, which streams are given
+ * up, before any chunk goes out again.  Caller holds s->lock. */
+static void notice_start(struct tcp_send_comm *c, struct tcp_send_stream *t) {
+  unsigned mask = atomic_exchange(&c->notice_pending, 0);
+  if (!mask) return;
+  t->hb = (struct wire_chunk){.magic = WIRE_MAGIC, .flags = WIRE_CHUNK_LOST, .total = mask};
+  t->hb_done = 0;
+  t->hb_active = 1;
+}
+
+/* The header between chunks: 0 once written (or none), -1 while it is
+ * not (the socket is full, or the stream failed).  A heartbeat's failure
+ * is left to the chunks to judge; a notice's goes back to be written on
+ * another stream. */
+static int send_between(struct tcp_send_comm *c, struct tcp_stream *s, struct tcp_send_stream *t) {
+  if (!t->hb_active && !t->req && atomic_load_explicit(&c->notice_pending, memory_order_relaxed))
+    notice_start(c, t);
+  if (!t->hb_active) return 0;
+  enum sock_io io = write_heartbeat(s, t);
+  if (io == SOCK_IO_AGAIN) return -1;
+  if (io == SOCK_IO_DONE || t->hb.flags != WIRE_CHUNK_LOST) return 0;
+  atomic_fetch_or(&c->notice_pending, (unsigned)t->hb.total);
+  stream_failed(c, s->index, tcp_io_reason(io));
+  return -1;
+}
+
+/* The first stream not given up (failover); 0 when all are (the comm has
+ * failed then). */
+static int first_live_stream(const struct tcp_send_comm *c) {
+  for (int i = 0; i < c->base.nstreams; i++)
+    if (!tcp_stream_lost(&c->base, i)) return i;
+  return 0;
 }
 
 /* A heartbeat on the first stream, between chunks (a stream in the middle
  * of one shows life by its payload), so that it does not queue behind an
  * early eager message the receiver leaves unread on the control socket. */
 static void stream_heartbeat(struct tcp_send_comm *c, double now) {
-  struct tcp_stream *s = &c->base.streams[0];
-  struct tcp_send_stream *t = &c->tx[0];
+  int first = first_live_stream(c);
+  struct tcp_stream *s = &c->base.streams[first];
+  struct tcp_send_stream *t = &c->tx[first];
   if (now - c->last_stream_hb < TCP_HEARTBEAT_INTERVAL_S || pthread_mutex_trylock(&s->lock) != 0) return;
   if (!t->hb_active && !t->req) {
     t->hb = (struct wire_chunk){.magic = WIRE_MAGIC, .flags = WIRE_CHUNK_HEARTBEAT};
@@ -333,12 +536,12 @@ static void stream_heartbeat(struct tcp_send_comm *c, double now) {
 static int send_step(struct tcp_stream *s) {
   struct tcp_send_comm *c = send_comm_of(s->comm);
   struct tcp_send_stream *t = &c->tx[s->index];
-  if (tcp_comm_failed(&c->base)) return 0;
-  if (t->hb_active && write_heartbeat(s, t) != SOCK_IO_DONE) return 0;
+  if (tcp_comm_failed(&c->base) || tcp_stream_lost(&c->base, s->index)) return 0;
+  if (send_between(c, s, t) != 0) return 0;
   if (!t->req && !take_chunk(c, t, s->index)) return 0;
   enum sock_io io = write_chunk(s, t);
   if (io == SOCK_IO_DONE) return 1;
-  if (io != SOCK_IO_AGAIN) tcp_comm_fail(&c->base, ncclRemoteError, tcp_io_reason(io));
+  if (io != SOCK_IO_AGAIN) stream_failed(c, s->index, tcp_io_reason(io));
   return 0;
 }
 
@@ -349,7 +552,7 @@ static enum tcp_want send_pump(struct tcp_stream *s, struct tcp_pass *pass, size
   size_t sent = 0;
   while (sent < max_chunks && send_step(s)) sent++;
   pass->moved = sent > 0;
-  if (tcp_comm_failed(s->comm)) return TCP_WANT_NOTHING;
+  if (tcp_comm_failed(s->comm) || tcp_stream_lost(s->comm, s->index)) return TCP_WANT_NOTHING;
   return sent == max_chunks || send_comm_of(s->comm)->tx[s->index].req ? TCP_WANT_WRITE : TCP_WANT_WORK;
 }
 
@@ -399,6 +602,7 @@ static void send_watch(struct tcp_comm_base *b, double now) {
   struct tcp_send_comm *c = send_comm_of(b);
   ctrl_heartbeat(c, now);
   stream_heartbeat(c, now);
+  if (c->base.failover) streams_check(c);
 }
 
 /* ---- requests ---------------------------------------------------------------- */
@@ -415,8 +619,9 @@ static struct tcp_send_req *req_alloc(struct tcp_send_comm *c) {
 /* Tell the receiver its buffer is too small, so that its request fails
  * rather than waits.  Best effort: the comm is unusable afterwards anyway. */
 static void send_truncation(struct tcp_send_comm *c, uint32_t seq, int idx, size_t size) {
-  struct tcp_stream *s = &c->base.streams[0];
-  struct tcp_send_stream *t = &c->tx[0];
+  int first = first_live_stream(c);
+  struct tcp_stream *s = &c->base.streams[first];
+  struct tcp_send_stream *t = &c->tx[first];
   pthread_mutex_lock(&s->lock);
   /* Finish the heartbeat and the chunk in progress so the header lands
    * on a boundary. */
@@ -481,7 +686,9 @@ static void chunks_post(struct tcp_send_comm *c, struct tcp_send_req *r) {
   int n = c->base.nstreams;
   for (int h = 0; h < n; h++) r->next[h] = (uint32_t)((h - (int)(r->base.seq % (unsigned)n) + n) % n);
   r->chunks_left = r->nchunks;
+  r->redo_len = 0;
   atomic_store(&r->chunks_done, 0);
+  atomic_store(&r->await, c->base.failover ? 1ull << 32 | r->base.seq : 0);
   pthread_mutex_lock(&c->q_lock);
   collx_list_add_tail(&c->queue, &r->qnode);
   pthread_mutex_unlock(&c->q_lock);
@@ -560,18 +767,29 @@ ncclResult_t tcp_isend(struct tcp_send_comm *c, void *data, size_t size, int tag
 
 /* ---- completion ---------------------------------------------------------------- */
 
-static int send_done(struct tcp_send_req *r) {
+static int send_written(struct tcp_send_req *r) {
   return atomic_load_explicit(&r->chunks_done, memory_order_acquire) == r->nchunks;
 }
+
+/* Written, and with failover confirmed by the receiver. */
+static int send_done(struct tcp_send_req *r) { return send_written(r) && !atomic_load(&r->await); }
 
 /* An eager send is written by whoever tests it; a small striped send still
  * queued (its stream was busy) can be pushed by the caller. */
 static void send_progress(struct tcp_send_comm *c, struct tcp_send_req *r) {
   if (r->eager) ctrl_pump(c);
+  /* DONE records, and LOST_ACK records that free chunks stuck on a lost
+   * stream. */
+  if (c->base.failover && !r->eager && (send_written(r) || atomic_load(&c->base.lost))) ctrl_drain(&c->base);
   if (tcp_caller_progress())
     caller_pump(c);
   else if (r->size <= TCP_INLINE_MAX && !r->eager)
     pump_inline(c);
+}
+
+static void send_retire(struct tcp_send_req *r) {
+  atomic_store(&r->await, 0);
+  tcp_req_retire(&r->base);
 }
 
 static ncclResult_t send_test(struct tcp_req *base, int *done, size_t *sizes) {
@@ -581,13 +799,13 @@ static ncclResult_t send_test(struct tcp_req *base, int *done, size_t *sizes) {
   if (send_done(r)) {
     ncclResult_t res = (ncclResult_t)atomic_load(&base->error);
     if (sizes) sizes[0] = r->size;
-    tcp_req_retire(base);
+    send_retire(r);
     if (res != ncclSuccess) return res;
     *done = 1;
     return ncclSuccess;
   }
   if (tcp_comm_failed(&c->base)) {
-    tcp_req_retire(base);
+    send_retire(r);
     return tcp_comm_error(&c->base);
   }
   return ncclSuccess;
@@ -617,7 +835,15 @@ static void send_close(struct tcp_comm_base *b) {
   log_stats(c);
   tcp_comm_base_stop(b);
   pthread_mutex_destroy(&c->q_lock);
-  for (int i = 0; i < COLLX_MAX_REQUESTS; i++) c->reqs[i].base.magic = TCP_MAGIC_DEAD;
+  for (int i = 0; i < COLLX_MAX_REQUESTS; i++) {
+    c->reqs[i].base.magic = TCP_MAGIC_DEAD;
+    free(c->reqs[i].redo);
+    c->reqs[i].redo = NULL;
+  }
+  for (int i = 0; i < c->base.nstreams; i++) {
+    free(c->tx[i].log);
+    c->tx[i].log = NULL;
+  }
   tcp_comm_base_bury(b);
 }
 

@@ -29,6 +29,21 @@ struct tcp_send_req {
   size_t chunks_left;
   _Atomic size_t chunks_done;
   struct collx_list qnode; /* in the chunk queue (q_lock) or the eager queue (ctrl_tx_lock) */
+  /* Failover (the comm's base.failover): a striped send is done only once
+   * the receiver confirms its receive (DONE): while it waits, this is
+   * 1 << 32 | seq, else 0.  Chunks that went out on a stream given up
+   * are written again from `redo` (q_lock; counted in chunks_left). */
+  _Atomic uint64_t await;
+  uint32_t *redo;
+  uint32_t redo_len, redo_cap;
+};
+
+/* A chunk a stream wrote (or is writing) for a send not yet confirmed:
+ * what that stream's loss would take back (failover). */
+struct tcp_sent_chunk {
+  struct tcp_send_req *req;
+  uint32_t seq;
+  uint32_t k;
 };
 
 /* What one stream is writing (its s->lock). */
@@ -41,6 +56,10 @@ struct tcp_send_stream {
   int hb_active;
   atomic_int busy;            /* a chunk is being written (read by the other streams) */
   _Atomic uint64_t chunks;    /* written whole, for the close-time log (read while the pool runs) */
+  /* Failover: chunks of unconfirmed sends, oldest first, from `log_head`
+   * (s->lock); the last may be the one being written. */
+  struct tcp_sent_chunk *log;
+  uint32_t log_head, log_len, log_cap;
 };
 
 struct tcp_send_comm {
@@ -64,6 +83,10 @@ struct tcp_send_comm {
   double want_at;
   /* CTS records in, the cursor, early eager sends (match.h) */
   struct match_send match_tx;
+  /* Failover: streams given up whose LOST notice is not written yet, and
+   * those the receiver has acknowledged, whose chunks go out again. */
+  atomic_uint notice_pending;
+  atomic_uint lost_acked;
   double last_stream_hb;      /* heartbeat on a data stream, watchdog only */
   unsigned pump_turn;         /* COLLX_PROGRESS=caller: stream to start from */
   uint32_t tl_eager_tx;       /* COLLX_TIMELINE: eager messages written */

@@ -54,6 +54,19 @@ static int wire_to_addr(const struct wire_addr *w, struct sockaddr_storage *ss) 
 }
 
 /* ======================================================================== */
+/* Failover: both ends say what they want (wire_hello_flags)                 */
+/* ======================================================================== */
+
+static unsigned failover_flags(int members) {
+  return (tcp_cfg.failover ? WIRE_FAILOVER_ON : 0u) | (members > 1 ? WIRE_FAILOVER_MERGED : 0u);
+}
+
+/* Both ends have it on, and at least one has more than one NIC. */
+static int failover_agreed(unsigned connector, unsigned listener) {
+  return (connector & listener & WIRE_FAILOVER_ON) && ((connector | listener) & WIRE_FAILOVER_MERGED);
+}
+
+/* ======================================================================== */
 /* Listener                                                                  */
 /* ======================================================================== */
 
@@ -76,6 +89,8 @@ struct incoming {
   size_t welcome_sent;
   double deadline;
   char peer[64];
+  unsigned peer_flags;      /* the connector's enum wire_hello_flags */
+  int peer_members;         /* NICs the connector's streams leave by */
 };
 
 struct tcp_listen {
@@ -218,6 +233,9 @@ static const char *start_incoming(struct tcp_listen *l, struct pending *p) {
   in->welcome.version = WIRE_VERSION;
   in->welcome.naddrs = (uint8_t)l->nfds;
   in->welcome.nstreams = (uint16_t)in->nstreams;
+  in->welcome.flags = (uint16_t)failover_flags(l->nfds);
+  in->peer_flags = p->hello.index & 0xffu;
+  in->peer_members = p->hello.index >> 8 ? p->hello.index >> 8 : 1;
   for (int i = 0; i < l->nfds; i++) addr_to_wire(&l->addrs[i], &in->welcome.addrs[i]);
   sock_tune(in->ctrl_fd);
   return NULL;
@@ -304,7 +322,12 @@ ncclResult_t tcp_accept(struct tcp_listen *l, struct tcp_comm_base **out) {
     }
     struct tcp_comm_sockets sk = {.dev = l->dev, .devname = l->devname, .peer = in->peer,
                                   .ctrl_fd = in->ctrl_fd, .nstreams = in->nstreams, .stream_fds = in->fds,
-                                  .max_chunk = tcp_cfg.chunk_size};
+                                  .max_chunk = tcp_cfg.chunk_size,
+                                  .paths = in->peer_members > l->nfds ? in->peer_members : l->nfds,
+                                  .failover = failover_agreed(in->peer_flags, in->welcome.flags)};
+    char local[COLLX_MAX_MEMBERS][64];
+    for (int p = 0; p < sk.paths && p < COLLX_MAX_MEMBERS; p++)
+      sk.path_nic[p] = collx_addr_str((const struct sockaddr *)&l->addrs[p % l->nfds], local[p], sizeof local[p]);
     struct tcp_recv_comm *rc = NULL;
     ncclResult_t res = tcp_recv_comm_start(&sk, &rc);
     if (res == ncclSuccess) *out = &rc->base;
@@ -558,6 +581,7 @@ static ncclResult_t stage_ctrl_connect(const struct collx_device *dev, struct tc
   if (r < 0) goto failed;
   c->hello = (struct wire_hello){.magic = WIRE_MAGIC, .version = WIRE_VERSION,
                                  .kind = WIRE_HELLO_CTRL, .nstreams = (uint16_t)c->nstreams,
+                                 .index = (uint16_t)(failover_flags(dev->nmembers) | (unsigned)dev->nmembers << 8),
                                  .secret = c->secret, .conn_id = c->conn_id};
   c->stage = STAGE_CTRL_HELLO;
   return ncclSuccess;
@@ -608,6 +632,22 @@ static ncclResult_t stage_welcome(const struct collx_device *dev, struct tcp_con
   c->nstreams = w->nstreams;
   c->stage = STAGE_STREAMS;
   return ncclSuccess;
+}
+
+/* The paths the streams take (stream i: member i mod M to the listener's
+ * address i mod N), named for failover's messages. */
+static void connector_paths(const struct collx_device *dev, const struct tcp_connecting *c,
+                            struct tcp_comm_sockets *sk, char (*peer_addr)[64]) {
+  int n = c->welcome.naddrs;
+  sk->paths = dev->nmembers > n ? dev->nmembers : n;
+  if (sk->paths > COLLX_MAX_MEMBERS) sk->paths = COLLX_MAX_MEMBERS;
+  sk->failover = failover_agreed(failover_flags(dev->nmembers), c->welcome.flags);
+  for (int p = 0; p < sk->paths; p++) {
+    struct sockaddr_storage to;
+    sk->path_nic[p] = dev->members[p % dev->nmembers].ifname;
+    if (wire_to_addr(&c->welcome.addrs[p % n], &to) == 0)
+      sk->path_peer[p] = collx_addr_str((const struct sockaddr *)&to, peer_addr[p], 64);
+  }
 }
 
 /* The listener says READY once it holds every stream: only then is the
@@ -741,6 +781,8 @@ ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, void *h,
       struct tcp_comm_sockets sk = {.dev = dev_index, .devname = dev->name, .peer = c->peer_str,
                                     .ctrl_fd = c->ctrl_fd, .nstreams = c->nstreams, .stream_fds = c->fds,
                                     .max_chunk = tcp_cfg.chunk_size, .members = dev->nmembers};
+      char peer_addr[COLLX_MAX_MEMBERS][64];
+      connector_paths(dev, c, &sk, peer_addr);
       struct tcp_send_comm *sc = NULL;
       res = tcp_send_comm_start(&sk, &sc);
       if (res == ncclSuccess) *out = &sc->base;

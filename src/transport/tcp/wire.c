@@ -50,6 +50,20 @@ int wire_ctrl_check(const struct wire_ctrl *m, int to_sender, const char **why) 
   }
   if (m->type == WIRE_HEARTBEAT) return WIRE_HEARTBEAT;
   if (m->type == WIRE_CTS_WANTED && !to_sender) return WIRE_CTS_WANTED;
+  if (m->type == WIRE_DONE && to_sender) {
+    if (m->n < 1 || m->n > COLLX_MAX_RECVS) {
+      *why = "DONE with an impossible number of receives";
+      return -1;
+    }
+    return WIRE_DONE;
+  }
+  if (m->type == WIRE_LOST_ACK && to_sender) {
+    if (m->e[0].size == 0 || m->e[0].size >> WIRE_MAX_STREAMS) {
+      *why = "LOST_ACK naming no or impossible streams";
+      return -1;
+    }
+    return WIRE_LOST_ACK;
+  }
   if (m->type != WIRE_CTS || !to_sender) {
     *why = "unexpected control record";
     return -1;
@@ -90,6 +104,13 @@ int wire_chunk_check(const struct wire_chunk *h, uint64_t cap, const char **why)
   if (h->flags == WIRE_CHUNK_HEARTBEAT) {
     if (h->seq || h->idx || h->total || h->offset || h->len) {
       *why = "heartbeat with a payload";
+      return -1;
+    }
+    return 0;
+  }
+  if (h->flags == WIRE_CHUNK_LOST) {
+    if (h->seq || h->idx || h->offset || h->len || h->total == 0 || h->total >> WIRE_MAX_STREAMS) {
+      *why = "LOST notice naming no or impossible streams";
       return -1;
     }
     return 0;

@@ -38,15 +38,22 @@
 #include "util/netdev.h"
 
 #define WIRE_MAGIC 0x7863u /* "cx" */
-#define WIRE_VERSION 4
+#define WIRE_VERSION 5
+/* Data streams a connection may have: bit masks of streams fit 16 bits. */
+#define WIRE_MAX_STREAMS 16
 
 enum wire_kind { WIRE_HELLO_CTRL = 1, WIRE_HELLO_DATA = 2 };
+
+/* What the connector (the sending side) says of itself in a CTRL hello,
+ * and the listener of itself in the welcome's flags: failover is on where
+ * both have COLLX_FAILOVER and either side's device is merged. */
+enum wire_hello_flags { WIRE_FAILOVER_ON = 1, WIRE_FAILOVER_MERGED = 2 };
 
 struct wire_hello {
   uint16_t magic;
   uint8_t version;
   uint8_t kind;        /* enum wire_kind */
-  uint16_t index;      /* data stream index */
+  uint16_t index;      /* data stream index (DATA); enum wire_hello_flags (CTRL) */
   uint16_t nstreams;   /* connector's proposal (CTRL) */
   uint64_t secret;     /* from the handle */
   uint64_t conn_id;    /* chosen by the connector, ties streams to their ctrl */
@@ -64,7 +71,7 @@ struct wire_welcome {
   uint8_t version;
   uint8_t naddrs;
   uint16_t nstreams;   /* what the listener accepts */
-  uint16_t reserved;
+  uint16_t flags;      /* enum wire_hello_flags: the listener's */
   struct wire_addr addrs[COLLX_MAX_MEMBERS];
 };
 
@@ -73,7 +80,21 @@ struct wire_welcome {
 /* READY: the listener's last word in setup, sent once it holds every stream. */
 /* CTS_WANTED: sender to receiver, in the eager lane: a send waits for a CTS
  * the receiver may be holding back. */
-enum wire_ctrl_type { WIRE_CTS = 1, WIRE_HEARTBEAT = 2, WIRE_READY = 3, WIRE_EAGER = 4, WIRE_CTS_WANTED = 5 };
+/* With failover (COLLX_FAILOVER), receiver to sender:
+ * DONE: receives that are complete, n sequence numbers in e[i].size; the
+ *   sender reports a striped send done only then.
+ * LOST_ACK: the receiver has stopped reading the streams in the bit mask
+ *   e[0].size (after a LOST notice) and forgotten their partial chunks:
+ *   the sender may now send those chunks again on other streams. */
+enum wire_ctrl_type {
+  WIRE_CTS = 1,
+  WIRE_HEARTBEAT = 2,
+  WIRE_READY = 3,
+  WIRE_EAGER = 4,
+  WIRE_CTS_WANTED = 5,
+  WIRE_DONE = 6,
+  WIRE_LOST_ACK = 7,
+};
 
 struct wire_cts_entry {
   int32_t tag;
@@ -114,7 +135,10 @@ struct wire_eager {
  * seq, total, offset and len all 0: a sign of life that does not queue
  * behind an early eager message the receiver leaves unread on the control
  * socket until its receive is posted. */
-enum wire_chunk_flags { WIRE_CHUNK_TRUNCATED = 1, WIRE_CHUNK_HEARTBEAT = 2 };
+/* LOST: sender to receiver on a stream that still works, between chunks,
+ * with failover: the streams in the bit mask `total` are given up (their
+ * path failed); seq, offset and len are 0. */
+enum wire_chunk_flags { WIRE_CHUNK_TRUNCATED = 1, WIRE_CHUNK_HEARTBEAT = 2, WIRE_CHUNK_LOST = 4 };
 
 /* Header before each chunk of payload on a data stream. */
 struct wire_chunk {

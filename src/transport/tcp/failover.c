@@ -1,0 +1,57 @@
+/*
+ * Paths and their loss (COLLX_FAILOVER).
+ *
+ * The streams of a connection on a merged device leave by its member NICs
+ * in turn: stream i takes path i mod npaths, a path being one local member
+ * and one of the peer's addresses.  When a path dies (a socket error, or
+ * bytes in flight that its peer host stops acknowledging) every stream on
+ * it is given up at once: its siblings on the same NIC would only fail one
+ * by one later, each holding chunks meanwhile.  What the roles do about it
+ * (chunks sent again, the receiver told) is theirs: send.c, recv.c.
+ */
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <sys/socket.h>
+
+#include "comm.h"
+#include "util/log.h"
+
+void tcp_failover_init(struct tcp_comm_base *c, const struct tcp_comm_sockets *sk) {
+  c->failover = sk->failover;
+  c->npaths = sk->paths > 0 ? sk->paths : 1;
+  if (c->npaths > COLLX_MAX_MEMBERS) c->npaths = COLLX_MAX_MEMBERS;
+  for (int p = 0; p < c->npaths; p++)
+    snprintf(c->path_name[p], sizeof c->path_name[p], "%s%s%s", sk->path_nic[p] ? sk->path_nic[p] : "path",
+             sk->path_peer[p] ? " to " : "", sk->path_peer[p] ? sk->path_peer[p] : "");
+}
+
+unsigned tcp_path_streams(const struct tcp_comm_base *c, int i) {
+  unsigned mask = 0;
+  for (int j = i % c->npaths; j < c->nstreams; j += c->npaths) mask |= 1u << j;
+  return mask;
+}
+
+unsigned tcp_path_lose(struct tcp_comm_base *c, int i, const char *why) {
+  unsigned path = tcp_path_streams(c, i);
+  unsigned all = c->nstreams >= 32 ? ~0u : (1u << c->nstreams) - 1;
+  unsigned before = atomic_fetch_or(&c->lost, path);
+  if ((before & path) == path) return 0;
+  if ((before | path) == all) {
+    tcp_comm_failf(c, ncclRemoteError, "every path to the peer is lost, the last %s (%s)",
+                   c->path_name[i % c->npaths], why);
+    return 0;
+  }
+  COLLX_WARN("%s connection with %s on device %s: lost the path %s (%s); its traffic moves to the other "
+             "NICs of the device", c->role->name, c->peer, c->devname, c->path_name[i % c->npaths], why);
+  return path & ~before;
+}
+
+int tcp_stream_stalled(const struct tcp_stream *s) {
+  struct tcp_info ti;
+  socklen_t len = sizeof ti;
+  if (getsockopt(s->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return 0;
+  /* Retransmissions too: after an idle spell the last ACK is old while
+   * new bytes are still on their first trip. */
+  return ti.tcpi_unacked > 0 && ti.tcpi_retransmits > 0 && ti.tcpi_last_ack_recv >= (unsigned)tcp_cfg.failover_ms;
+}

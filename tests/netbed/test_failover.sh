@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# NIC failover inside a merged device (COLLX_FAILOVER), across two hosts of
+# the cluster in a box (tests/netbed/netbed.sh), each with two 1 Gbit/s
+# NICs merged into one device, collx-perf moving 1 MiB messages both ways
+# with every byte and the order of the messages checked (--check):
+#   1. one member's link goes down mid-run (the one the control socket does
+#      not use): both ends finish with every message right, each sender
+#      WARNs once naming the lost path and the peer, and the other NIC
+#      carries the rest;
+#   2. the same member's packets dropped by nftables instead (link up);
+#   3. with COLLX_FAILOVER=0 the same loss fails the run;
+#   4. every member down: both ends fail with an error naming the peer
+#      within COLLX_TIMEOUT (plus the tick that notices it).
+# Root only: exit 77 (skip) when not root or when namespaces cannot be made.
+# Runs from the build directory; COLLX_PERF may point elsewhere.
+set -u
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$here/netbed.sh"
+perf=${COLLX_PERF:-./collx-perf}
+
+if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (network namespaces)"; exit 77; fi
+if ! command -v ip >/dev/null 2>&1 || ! command -v tc >/dev/null 2>&1; then
+  echo "SKIP: no ip or tc command (iproute2)"; exit 77
+fi
+if [ ! -x "$perf" ]; then echo "FAIL: $perf not found (run from the build directory)"; echo "0 passed, 1 failed"; exit 1; fi
+unset COLLX_IFNAME NCCL_SOCKET_IFNAME COLLX_MERGE COLLX_NSTREAMS COLLX_TOPO_XML HWLOC_XMLFILE COLLX_PROGRESS \
+  COLLX_CPU_AFFINITY COLLX_SOCKET_FAMILY COLLX_SPEED_MBPS COLLX_PLUGIN COLLX_FAILOVER COLLX_FAILOVER_MS COLLX_TIMEOUT
+
+bed=nbf$$
+bed=${bed:0:8}
+tmp=$(mktemp -d /tmp/collx-failover.XXXXXX) || exit 1
+srv=
+cleanup() {
+  [ -n "$srv" ] && { kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null; }
+  netbed_down "$bed"
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+pass=0 fail=0
+check() { # ok(0/1) description
+  if [ "$1" -eq 0 ]; then echo "PASS: $2"; pass=$((pass + 1)); else echo "FAIL: $2"; fail=$((fail + 1)); fi
+}
+
+if ! netbed_up "$bed" 2 2 1gbit 1gbit 2>"$tmp/err"; then
+  echo "SKIP: cannot make network namespaces here: $(cat "$tmp/err")"; exit 77
+fi
+PORT=18651
+ns0=$(netbed_ns "$bed" 0) ns1=$(netbed_ns "$bed" 1)
+
+# run LABEL SECS AT ACTION ENV...: collx-perf server on host 0, client on
+# host 1, 1 MiB messages both ways, 8 in flight, checked, for SECS s;
+# ACTION (a shell function) runs AT seconds in.  Sets crc, src (exit
+# codes), secs (the client's wall time) and eth0_after (bytes host 1's
+# eth0 sent after the action).
+run() {
+  local label=$1 dur=$2 at=$3 action=$4 t0 b0
+  shift 4
+  ip netns exec "$ns0" env "$@" timeout 90 "$perf" --listen -p $PORT --timeout 30 >"$tmp/$label.srv" 2>&1 &
+  srv=$!
+  t0=$(date +%s.%N)
+  ip netns exec "$ns1" env "$@" timeout 90 "$perf" "$(netbed_addr 0 0)" -p $PORT -s 1M -d 8 --bidir --check \
+    -t "$dur" --timeout 30 >"$tmp/$label.cli" 2>&1 &
+  local cli=$!
+  sleep "$at"
+  b0=$(netbed_bytes "$bed" 1 0 tx)
+  $action
+  wait "$cli"; crc=$?
+  secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
+  wait "$srv"; src=$?; srv=
+  eth0_after=$(($(netbed_bytes "$bed" 1 0 tx) - b0))
+}
+show() { tail -4 "$tmp/$1.cli" | sed 's/^/    client: /'; tail -4 "$tmp/$1.srv" | sed 's/^/    server: /'; }
+warns() { cat "$tmp/$1.cli" "$tmp/$1.srv" | grep -c "lost the path" ; }
+
+merged=(COLLX_IFNAME==eth0,eth1 COLLX_MERGE=eth0+eth1 COLLX_FAILOVER_MS=1000)
+eth1_down() { netbed_nic_down "$bed" 1 1; }
+eth1_up() { netbed_nic_up "$bed" 1 1; }
+eth1_drop() {
+  ip netns exec "$ns1" nft -f - <<'EOF'
+table inet collx_failover {
+  chain in { type filter hook input priority 0; iifname "eth1" drop; }
+  chain out { type filter hook output priority 0; oifname "eth1" drop; }
+}
+EOF
+}
+eth1_undrop() { ip netns exec "$ns1" nft delete table inet collx_failover 2>/dev/null; }
+all_down() { netbed_nic_down "$bed" 1 0; netbed_nic_down "$bed" 1 1; }
+all_up() { netbed_nic_up "$bed" 1 0; netbed_nic_up "$bed" 1 1; }
+
+# ---- 1 and 2: one member lost, in both progress modes -----------------------
+for progress in threads caller; do
+  run "down-$progress" 8 3 eth1_down "${merged[@]}" COLLX_PROGRESS=$progress
+  check $([ $crc -eq 0 ] && [ $src -eq 0 ] && echo 0 || echo 1) \
+    "link down, $progress: every message right on both ends (client exit $crc, server $src, ${secs}s)"
+  [ $crc -ne 0 ] || [ $src -ne 0 ] && show "down-$progress"
+  n=$(warns "down-$progress")
+  check $([ "$n" -ge 1 ] && [ "$n" -le 2 ] && echo 0 || echo 1) "link down, $progress: one WARN per sender ($n)"
+  w=$(grep -h "lost the path" "$tmp/down-$progress.cli" | head -1)
+  check $(printf '%s' "$w" | grep -q "eth1 to $(netbed_addr 0 1)" && printf '%s' "$w" | grep -q "$(netbed_addr 0 0)" \
+    && echo 0 || echo 1) "link down, $progress: the client's WARN names its NIC, the peer's address on it and the peer: ${w#*NET/collx }"
+  check $([ "$eth0_after" -gt $((50 << 20)) ] && echo 0 || echo 1) \
+    "link down, $progress: eth0 carried the rest (${eth0_after} B after the loss)"
+  eth1_up
+done
+
+if command -v nft >/dev/null 2>&1; then
+  run drop 8 3 eth1_drop "${merged[@]}"
+  check $([ $crc -eq 0 ] && [ $src -eq 0 ] && echo 0 || echo 1) \
+    "packets dropped (nftables): every message right on both ends (client exit $crc, server $src, ${secs}s)"
+  [ $crc -ne 0 ] || [ $src -ne 0 ] && show drop
+  check $([ "$(warns drop)" -ge 1 ] && echo 0 || echo 1) "packets dropped: the loss is WARNed ($(warns drop))"
+  eth1_undrop
+else
+  echo "SKIP: no nft command: the nftables case"
+fi
+
+# ---- 3. failover off ----------------------------------------------------------
+run off 8 3 eth1_down "${merged[@]}" COLLX_FAILOVER=0 COLLX_TIMEOUT=5
+check $([ $crc -ne 0 ] || [ $src -ne 0 ] && echo 0 || echo 1) \
+  "COLLX_FAILOVER=0: the loss fails the run (client exit $crc, server $src, ${secs}s)"
+eth1_up
+
+# ---- 4. every member lost -------------------------------------------------------
+run alldown 20 3 all_down "${merged[@]}" COLLX_TIMEOUT=5
+took=$(awk -v s="$secs" 'BEGIN {printf "%.1f", s - 3}')
+check $([ $crc -ne 0 ] && [ $src -ne 0 ] && echo 0 || echo 1) \
+  "every member down: both ends fail (client exit $crc, server $src), ${took}s after the loss"
+check $(awk -v t="$took" 'BEGIN {exit !(t < 5 + 4)}' && echo 0 || echo 1) \
+  "every member down: the error comes within COLLX_TIMEOUT=5 s and the watchdog's ticks (${took}s)"
+e=$(grep -h "NET/collx" "$tmp/alldown.cli" | grep -v "lost the path" | grep -iE "error|fail|every path|dead|silent" | head -1)
+check $(printf '%s' "$e" | grep -q "$(netbed_addr 0 0)" && echo 0 || echo 1) "every member down: the error names the peer: ${e#*NET/collx }"
+all_up
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
