@@ -3,10 +3,10 @@
 # the cluster in a box (tests/netbed/netbed.sh), each with two 1 Gbit/s
 # NICs merged into one device, collx-perf moving 1 MiB messages both ways
 # with every byte and the order of the messages checked (--check):
-#   1. one member's link goes down mid-run (the one the control socket does
-#      not use): both ends finish with every message right, each sender
-#      WARNs once naming the lost path and the peer, and the other NIC
-#      carries the rest;
+#   1. one member's link goes down mid-run, either of them (the first
+#      carries the control socket, the second its spare): both ends finish
+#      with every message right, each sender WARNs once naming the lost
+#      path and the peer, and the other NIC carries the rest;
 #   2. the same member's packets dropped by nftables instead (link up);
 #   3. with COLLX_FAILOVER=0 the same loss fails the run;
 #   4. every member down: both ends fail with an error naming the peer
@@ -43,7 +43,9 @@ check() { # ok(0/1) description
   if [ "$1" -eq 0 ]; then echo "PASS: $2"; pass=$((pass + 1)); else echo "FAIL: $2"; fail=$((fail + 1)); fi
 }
 
-if ! netbed_up "$bed" 2 2 1gbit 1gbit 2>"$tmp/err"; then
+# eth0 and eth1 make the merged device; eth2 carries collx-perf's own
+# bootstrap connection, which must outlive the NIC the test takes away.
+if ! netbed_up "$bed" 2 3 1gbit 1gbit 2>"$tmp/err"; then
   echo "SKIP: cannot make network namespaces here: $(cat "$tmp/err")"; exit 77
 fi
 PORT=18651
@@ -52,31 +54,31 @@ ns0=$(netbed_ns "$bed" 0) ns1=$(netbed_ns "$bed" 1)
 # run LABEL SECS AT ACTION ENV...: collx-perf server on host 0, client on
 # host 1, 1 MiB messages both ways, 8 in flight, checked, for SECS s;
 # ACTION (a shell function) runs AT seconds in.  Sets crc, src (exit
-# codes), secs (the client's wall time) and eth0_after (bytes host 1's
-# eth0 sent after the action).
+# codes), secs (the client's wall time) and after0/after1 (bytes host 1's
+# eth0/eth1 sent after the action).
 run() {
   local label=$1 dur=$2 at=$3 action=$4 t0 b0
   shift 4
   ip netns exec "$ns0" env "$@" timeout 90 "$perf" --listen -p $PORT --timeout 30 >"$tmp/$label.srv" 2>&1 &
   srv=$!
   t0=$(date +%s.%N)
-  ip netns exec "$ns1" env "$@" timeout 90 "$perf" "$(netbed_addr 0 0)" -p $PORT -s 1M -d 8 --bidir --check \
+  ip netns exec "$ns1" env "$@" timeout 90 "$perf" "$(netbed_addr 0 2)" -p $PORT -s 1M -d 8 --bidir --check \
     -t "$dur" --timeout 30 >"$tmp/$label.cli" 2>&1 &
   local cli=$!
   sleep "$at"
-  b0=$(netbed_bytes "$bed" 1 0 tx)
+  b0=$(netbed_bytes "$bed" 1 0 tx) b1=$(netbed_bytes "$bed" 1 1 tx)
   $action
   wait "$cli"; crc=$?
   secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
   wait "$srv"; src=$?; srv=
-  eth0_after=$(($(netbed_bytes "$bed" 1 0 tx) - b0))
+  after0=$(($(netbed_bytes "$bed" 1 0 tx) - b0)) after1=$(($(netbed_bytes "$bed" 1 1 tx) - b1))
 }
+after_bytes() { if [ "$1" -eq 0 ]; then echo "$after0"; else echo "$after1"; fi; }
 show() { tail -4 "$tmp/$1.cli" | sed 's/^/    client: /'; tail -4 "$tmp/$1.srv" | sed 's/^/    server: /'; }
 warns() { cat "$tmp/$1.cli" "$tmp/$1.srv" | grep -c "lost the path" ; }
 
 merged=(COLLX_IFNAME==eth0,eth1 COLLX_MERGE=eth0+eth1 COLLX_FAILOVER_MS=1000)
-eth1_down() { netbed_nic_down "$bed" 1 1; }
-eth1_up() { netbed_nic_up "$bed" 1 1; }
+nic_down() { netbed_nic_down "$bed" 1 "$1"; }
 eth1_drop() {
   ip netns exec "$ns1" nft -f - <<'EOF'
 table inet collx_failover {
@@ -90,19 +92,25 @@ all_down() { netbed_nic_down "$bed" 1 0; netbed_nic_down "$bed" 1 1; }
 all_up() { netbed_nic_up "$bed" 1 0; netbed_nic_up "$bed" 1 1; }
 
 # ---- 1 and 2: one member lost, in both progress modes -----------------------
+# eth1 carries data streams and the spare control socket; eth0 the first
+# control socket too.
 for progress in threads caller; do
-  run "down-$progress" 8 3 eth1_down "${merged[@]}" COLLX_PROGRESS=$progress
-  check $([ $crc -eq 0 ] && [ $src -eq 0 ] && echo 0 || echo 1) \
-    "link down, $progress: every message right on both ends (client exit $crc, server $src, ${secs}s)"
-  [ $crc -ne 0 ] || [ $src -ne 0 ] && show "down-$progress"
-  n=$(warns "down-$progress")
-  check $([ "$n" -ge 1 ] && [ "$n" -le 2 ] && echo 0 || echo 1) "link down, $progress: one WARN per sender ($n)"
-  w=$(grep -h "lost the path" "$tmp/down-$progress.cli" | head -1)
-  check $(printf '%s' "$w" | grep -q "eth1 to $(netbed_addr 0 1)" && printf '%s' "$w" | grep -q "$(netbed_addr 0 0)" \
-    && echo 0 || echo 1) "link down, $progress: the client's WARN names its NIC, the peer's address on it and the peer: ${w#*NET/collx }"
-  check $([ "$eth0_after" -gt $((50 << 20)) ] && echo 0 || echo 1) \
-    "link down, $progress: eth0 carried the rest (${eth0_after} B after the loss)"
-  eth1_up
+  for nic in 1 0; do
+    other=$((1 - nic))
+    label=down$nic-$progress
+    run "$label" 8 3 "nic_down $nic" "${merged[@]}" COLLX_PROGRESS=$progress
+    check $([ $crc -eq 0 ] && [ $src -eq 0 ] && echo 0 || echo 1) \
+      "eth$nic down, $progress: every message right on both ends (client exit $crc, server $src, ${secs}s)"
+    [ $crc -ne 0 ] || [ $src -ne 0 ] && show "$label"
+    n=$(warns "$label")
+    check $([ "$n" -ge 1 ] && [ "$n" -le 2 ] && echo 0 || echo 1) "eth$nic down, $progress: one WARN per sender ($n)"
+    w=$(grep -h "lost the path" "$tmp/$label.cli" | head -1)
+    check $(printf '%s' "$w" | grep -q "eth$nic to $(netbed_addr 0 "$nic")" && printf '%s' "$w" | grep -q "$(netbed_addr 0 0)" \
+      && echo 0 || echo 1) "eth$nic down, $progress: the client's WARN names its NIC, the peer's address on it and the peer: ${w#*NET/collx }"
+    check $([ "$(after_bytes "$other")" -gt $((50 << 20)) ] && echo 0 || echo 1) \
+      "eth$nic down, $progress: eth$other carried the rest ($(after_bytes "$other") B after the loss)"
+    netbed_nic_up "$bed" 1 "$nic"
+  done
 done
 
 if command -v nft >/dev/null 2>&1; then
@@ -117,10 +125,10 @@ else
 fi
 
 # ---- 3. failover off ----------------------------------------------------------
-run off 8 3 eth1_down "${merged[@]}" COLLX_FAILOVER=0 COLLX_TIMEOUT=5
+run off 8 3 "nic_down 1" "${merged[@]}" COLLX_FAILOVER=0 COLLX_TIMEOUT=5
 check $([ $crc -ne 0 ] || [ $src -ne 0 ] && echo 0 || echo 1) \
   "COLLX_FAILOVER=0: the loss fails the run (client exit $crc, server $src, ${secs}s)"
-eth1_up
+netbed_nic_up "$bed" 1 1
 
 # ---- 4. every member lost -------------------------------------------------------
 run alldown 20 3 all_down "${merged[@]}" COLLX_TIMEOUT=5

@@ -107,10 +107,12 @@ void tcp_comm_heard(struct tcp_comm_base *c) {
 /* ---- the control socket's records ----------------------------------------- */
 
 int tcp_ctrl_queue(struct tcp_comm_base *c, const struct wire_ctrl *m) {
-  if (c->ctrl_tx_done > 0) {
-    memmove(c->ctrl_tx, c->ctrl_tx + c->ctrl_tx_done, c->ctrl_tx_len - c->ctrl_tx_done);
-    c->ctrl_tx_len -= c->ctrl_tx_done;
-    c->ctrl_tx_done = 0;
+  size_t written = tcp_ctrl_records_written(c);
+  if (written > 0) {
+    memmove(c->ctrl_tx, c->ctrl_tx + written, c->ctrl_tx_len - written);
+    c->ctrl_tx_len -= written;
+    c->ctrl_tx_done = c->ctrl_tx_done > written ? c->ctrl_tx_done - written : 0;
+    c->ctrl2_tx_done = c->ctrl2_tx_done > written ? c->ctrl2_tx_done - written : 0;
   }
   if (c->ctrl_tx_len + sizeof *m > sizeof c->ctrl_tx) return -1;
   memcpy(c->ctrl_tx + c->ctrl_tx_len, m, sizeof *m);
@@ -119,13 +121,13 @@ int tcp_ctrl_queue(struct tcp_comm_base *c, const struct wire_ctrl *m) {
 }
 
 size_t tcp_ctrl_held(const struct tcp_comm_base *c) {
-  return (c->ctrl_tx_len - c->ctrl_tx_done) / sizeof(struct wire_ctrl);
+  return (c->ctrl_tx_len - tcp_ctrl_records_written(c)) / sizeof(struct wire_ctrl);
 }
 
 enum sock_io tcp_ctrl_write_records(struct tcp_comm_base *c) {
-  if (c->ctrl_tx_done == c->ctrl_tx_len) return SOCK_IO_DONE;
-  enum sock_io io = sock_send_some(c->ctrl_fd, c->ctrl_tx, c->ctrl_tx_len, &c->ctrl_tx_done);
-  if (io == SOCK_IO_DONE) c->ctrl_tx_len = c->ctrl_tx_done = 0;
+  if (tcp_ctrl_records_written(c) == c->ctrl_tx_len) return SOCK_IO_DONE;
+  enum sock_io io = tcp_ctrl_send(c, c->ctrl_tx, c->ctrl_tx_len, NULL, 0, &c->ctrl_tx_done, &c->ctrl2_tx_done);
+  if (io == SOCK_IO_DONE) c->ctrl_tx_len = c->ctrl_tx_done = c->ctrl2_tx_done = 0;
   return io;
 }
 
@@ -133,40 +135,6 @@ void tcp_ctrl_queue_heartbeat(struct tcp_comm_base *c, double now) {
   if (now - c->last_sent < TCP_HEARTBEAT_INTERVAL_S) return;
   struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_HEARTBEAT};
   if (tcp_ctrl_queue(c, &m) == 0) c->last_sent = now;
-}
-
-/* How long close waits for the peer's kernel to take what is still queued
- * on the control socket. */
-#define TCP_CLOSE_LINGER_S 0.2
-
-/* Close the control socket without a reset.  Closing a socket with unread
- * bytes (a heartbeat or CTS that came after the last read) makes the
- * kernel send a reset, which drops what it still holds for the peer (eager
- * messages) and fails the peer's reads.  So: end our direction (the peer
- * reads everything, then end of stream), read and drop what has come in,
- * and close once the peer has acknowledged all the data we sent, the peer has
- * closed too, or a short while has passed.  A comm that has failed does
- * not wait: its peer is gone. */
-static void ctrl_close_gently(struct tcp_comm_base *c) {
-  int fd = c->ctrl_fd;
-  shutdown(fd, SHUT_WR);
-  double until = tcp_now() + (tcp_comm_failed(c) ? 0 : TCP_CLOSE_LINGER_S);
-  static __thread char sink[4096];
-  for (;;) {
-    ssize_t n;
-    while ((n = recv(fd, sink, sizeof sink, MSG_DONTWAIT)) > 0) {
-    }
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) break;
-    /* The count includes our FIN, which the peer's kernel acknowledges
-     * late (a delayed ACK, 40 ms on Linux): all our data is in once only
-     * the FIN is left. */
-    int unacked = 0;
-    if (ioctl(fd, SIOCOUTQ, &unacked) != 0 || unacked <= 1) break;
-    if (tcp_now() >= until) break;
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    poll(&p, 1, 5);
-  }
-  close(fd);
 }
 
 /* ---- streams --------------------------------------------------------------- */
@@ -201,6 +169,11 @@ void tcp_close_fds(int ctrl_fd, int n, const int *fds) {
   if (ctrl_fd >= 0) close(ctrl_fd);
   for (int i = 0; i < n; i++)
     if (fds[i] >= 0) close(fds[i]);
+}
+
+void tcp_close_sockets(const struct tcp_comm_sockets *sk) {
+  tcp_close_fds(sk->ctrl_fd, sk->nstreams, sk->stream_fds);
+  if (sk->spare_ctrl && sk->spare_ctrl_fd >= 0) close(sk->spare_ctrl_fd);
 }
 
 /* The connecting (sending) side's port of the control socket: both ends
@@ -244,6 +217,7 @@ int tcp_comm_base_init(struct tcp_comm_base *c, uint32_t magic, const struct tcp
   }
   collx_list_init(&c->wd_node);
   tcp_failover_init(c, sk);
+  tcp_ctrl_io_init(c, sk);
   return 0;
 }
 
@@ -282,7 +256,7 @@ void tcp_comm_base_stop(struct tcp_comm_base *c) {
     close(c->streams[i].fd);
     pthread_mutex_destroy(&c->streams[i].lock);
   }
-  ctrl_close_gently(c);
+  tcp_ctrl_close(c);
   pthread_mutex_destroy(&c->ctrl_rx_lock);
   pthread_mutex_destroy(&c->ctrl_tx_lock);
 }

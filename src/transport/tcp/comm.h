@@ -107,6 +107,8 @@ struct tcp_comm_sockets {
   int members;            /* NICs the streams leave by (a merged device: more than 1) */
   int paths;              /* distinct paths the streams take (stream i on path i mod paths) */
   int failover;           /* both ends agreed to outlive a lost path (COLLX_FAILOVER) */
+  int spare_ctrl;         /* failover: a second control socket, on path 1... */
+  int spare_ctrl_fd;      /* ...this one */
   /* For messages: the local NIC of path p, and the peer's address on it
    * (NULL where not known). */
   const char *path_nic[COLLX_MAX_MEMBERS];
@@ -142,10 +144,22 @@ struct tcp_comm_base {
   pthread_mutex_t ctrl_rx_lock;
   char ctrl_rx[TCP_CTRL_RX_BYTES];
   size_t ctrl_rx_done;
-  /* Outgoing control records the socket has not taken yet (ctrl_tx_lock) */
+  /* Outgoing control records the socket has not taken yet (ctrl_tx_lock);
+   * ctrl2_tx_done: the spare control socket's progress through them */
   pthread_mutex_t ctrl_tx_lock;
   char ctrl_tx[TCP_CTRL_TX_RECORDS * sizeof(struct wire_ctrl)];
-  size_t ctrl_tx_len, ctrl_tx_done;
+  size_t ctrl_tx_len, ctrl_tx_done, ctrl2_tx_done;
+  /* Failover: a spare control socket on path 1 carries a copy of every
+   * control byte (ctrl_io.c).  ctrl_live: the sockets written (bit 0 the
+   * first, bit 1 the spare); the reader reads one of them (ctrl_rd) and
+   * drops the other's copy up to the same place (ctrl_rx_lock). */
+  int ctrl2_fd;               /* -1: none */
+  atomic_int ctrl_live;
+  atomic_int ctrl_rd_switch;  /* the socket being read was given up: read the other */
+  int ctrl_rd;
+  int ctrl_rd_other_dead;
+  uint64_t ctrl_rd_pos, ctrl_rd_other_pos, ctrl_rd_skip;
+  double ctrl_rd_last;
   double last_sent;           /* control heartbeat (ctrl_tx_lock) */
   /* The last time the peer was heard: bytes read from any of its sockets
    * (never bytes left unread, which may be old). */
@@ -183,6 +197,7 @@ void tcp_comm_base_bury(struct tcp_comm_base *c);
 int tcp_comms_open(int dev);
 /* Close fds a comm was never built from. */
 void tcp_close_fds(int ctrl_fd, int n, const int *fds);
+void tcp_close_sockets(const struct tcp_comm_sockets *sk);
 
 /* Closed objects are kept, marked dead, for a while before their memory is
  * released, so that a second close or a test on a request of a closed comm
@@ -235,6 +250,8 @@ unsigned tcp_path_streams(const struct tcp_comm_base *c, int i);
  * and the peer.  Returns the streams newly given up (0 when they were
  * already); when no stream is left the comm fails instead (0). */
 unsigned tcp_path_lose(struct tcp_comm_base *c, int i, const char *why);
+/* The control socket on a lost path is given up too. */
+void tcp_path_lost_ctrl(struct tcp_comm_base *c, int path, const char *why);
 static inline int tcp_stream_lost(const struct tcp_comm_base *c, int i) {
   return (atomic_load_explicit(&((struct tcp_comm_base *)c)->lost, memory_order_acquire) >> i) & 1;
 }
@@ -242,6 +259,33 @@ static inline int tcp_stream_lost(const struct tcp_comm_base *c, int i) {
  * acknowledged nothing for COLLX_FAILOVER_MS (TCP_INFO): its path is
  * dead.  A busy peer's host still acknowledges what arrived. */
 int tcp_stream_stalled(const struct tcp_stream *s);
+
+/* ---- the control socket's I/O (ctrl_io.c) --------------------------------- */
+
+/* Take the sockets (base init). */
+void tcp_ctrl_io_init(struct tcp_comm_base *c, const struct tcp_comm_sockets *sk);
+/* Write bytes [*done, hlen + plen) of a header and a payload on the
+ * control socket, and with a spare the same on it from *done2: DONE once
+ * every control socket still in use has them all.  Caller holds
+ * ctrl_tx_lock. */
+enum sock_io tcp_ctrl_send(struct tcp_comm_base *c, const void *hdr, size_t hlen, const void *payload, size_t plen,
+                           size_t *done, size_t *done2);
+/* Read from the control socket being read, as sock_recv_once (once) or
+ * sock_recv_some.  Caller holds ctrl_rx_lock. */
+enum sock_io tcp_ctrl_recv(struct tcp_comm_base *c, void *buf, size_t len, size_t *done, int once);
+/* Wait up to ms for room on the control sockets in use. */
+void tcp_ctrl_wait_writable(struct tcp_comm_base *c, int ms);
+/* Stop writing control socket `which` (0 the first, 1 the spare), and
+ * read the other; with none left the comm fails. */
+void tcp_ctrl_lose(struct tcp_comm_base *c, int which, const char *why);
+/* The watchdog's look: a control socket whose peer host stopped
+ * acknowledging is given up; the reader moves to the spare when the one it
+ * reads has gone quiet while the spare brings more. */
+void tcp_ctrl_watch(struct tcp_comm_base *c, double now);
+/* Bytes of queued records every control socket in use has written. */
+size_t tcp_ctrl_records_written(const struct tcp_comm_base *c);
+/* Close the control sockets without a reset (comm.c's close). */
+void tcp_ctrl_close(struct tcp_comm_base *c);
 
 /* ---- clocks (comm.c) ------------------------------------------------------ */
 

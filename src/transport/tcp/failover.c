@@ -44,7 +44,13 @@ unsigned tcp_path_lose(struct tcp_comm_base *c, int i, const char *why) {
   }
   COLLX_WARN("%s connection with %s on device %s: lost the path %s (%s); its traffic moves to the other "
              "NICs of the device", c->role->name, c->peer, c->devname, c->path_name[i % c->npaths], why);
+  tcp_path_lost_ctrl(c, i % c->npaths, why);
   return path & ~before;
+}
+
+void tcp_path_lost_ctrl(struct tcp_comm_base *c, int path, const char *why) {
+  /* The control socket travels on path 0, its spare on path 1. */
+  if (path == 0 || (path == 1 && c->ctrl2_fd >= 0)) tcp_ctrl_lose(c, path, why);
 }
 
 int tcp_stream_stalled(const struct tcp_stream *s) {

@@ -275,6 +275,8 @@ static void streams_give_up(struct tcp_recv_comm *c) {
   }
   COLLX_INFO(COLLX_LOG_NET, "receive connection from %s on device %s: the sender gave up streams 0x%x; "
              "their chunks come again on the others", c->base.peer, c->base.devname, mask);
+  for (int i = 0; i < c->base.nstreams && i < c->base.npaths; i++)
+    if (mask >> i & 1) tcp_path_lost_ctrl(&c->base, i, "the sender lost that path");
   tcp_recv_owe_lost_ack(c, mask);
 }
 
@@ -518,7 +520,7 @@ ncclResult_t tcp_recv_comm_start(const struct tcp_comm_sockets *sk, struct tcp_r
    * streams touch for every chunk: keep it on the NIC's NUMA node. */
   struct tcp_recv_comm *c = collx_topo_alloc_local(sk->dev, sizeof *c);
   if (!c) {
-    tcp_close_fds(sk->ctrl_fd, sk->nstreams, sk->stream_fds);
+    tcp_close_sockets(sk);
     COLLX_WARN("out of memory for a comm with %s", sk->peer);
     return ncclSystemError;
   }

@@ -128,8 +128,7 @@ static void queue_waiting_for_room(struct tcp_recv_comm *c, const struct wire_ct
   while (!c->ctrl_tx_dead && tcp_ctrl_queue(&c->base, m) != 0) {
     if (ctrl_flush(c) == 0) continue;
     if (tcp_comm_failed(&c->base) || atomic_load(&c->base.stop)) break;
-    struct pollfd p = {.fd = c->base.ctrl_fd, .events = POLLOUT};
-    poll(&p, 1, CTS_ROOM_WAIT_MS);
+    tcp_ctrl_wait_writable(&c->base, CTS_ROOM_WAIT_MS);
   }
 }
 
@@ -306,7 +305,7 @@ static int ctrl_record(struct tcp_recv_comm *c, size_t len) {
  * 1 when complete, 0 when the socket is dry, -1 after failing the comm. */
 static int eager_read_direct(struct tcp_recv_comm *c) {
   size_t before = c->eager_rx_got;
-  enum sock_io io = sock_recv_some(c->base.ctrl_fd, eager_dst(c), c->eager_rx_hdr.size, &c->eager_rx_got);
+  enum sock_io io = tcp_ctrl_recv(&c->base, eager_dst(c), c->eager_rx_hdr.size, &c->eager_rx_got, 0);
   if (c->eager_rx_got > before) atomic_store(&c->base.last_heard, tcp_now());
   if (io == SOCK_IO_DONE) return 1;
   if (io == SOCK_IO_AGAIN) return 0;
@@ -354,7 +353,7 @@ static void ctrl_read(struct tcp_recv_comm *c) {
     b->ctrl_rx_done -= c->ctrl_rx_pos;
     c->ctrl_rx_pos = 0;
     size_t before = b->ctrl_rx_done;
-    enum sock_io io = sock_recv_once(b->ctrl_fd, b->ctrl_rx, sizeof b->ctrl_rx, &b->ctrl_rx_done);
+    enum sock_io io = tcp_ctrl_recv(b, b->ctrl_rx, sizeof b->ctrl_rx, &b->ctrl_rx_done, 1);
     if (b->ctrl_rx_done > before) {
       atomic_store(&b->last_heard, tcp_now());
       dry = b->ctrl_rx_done < sizeof b->ctrl_rx; /* a short read: nothing more for now */

@@ -49,8 +49,8 @@ static struct tcp_send_req *send_req_of(struct tcp_req *r) { return (struct tcp_
  * the send request is done once it is all out. */
 static enum sock_io eager_write(struct tcp_send_comm *c) {
   struct tcp_send_req *r = c->eager_tx;
-  enum sock_io io = sock_send_two(c->base.ctrl_fd, &r->eager_hdr, sizeof r->eager_hdr, r->data, r->size,
-                                  &c->eager_tx_done);
+  enum sock_io io = tcp_ctrl_send(&c->base, &r->eager_hdr, sizeof r->eager_hdr, r->data, r->size,
+                                  &c->eager_tx_done, &c->eager2_tx_done);
   if (io == SOCK_IO_DONE) {
     COLLX_TL(COLLX_TL_WRITTEN, c->base.tl_key, ++c->tl_eager_tx);
     atomic_store_explicit(&r->chunks_done, 1, memory_order_release);
@@ -74,7 +74,7 @@ static int eager_next(struct tcp_send_comm *c) {
   struct tcp_send_req *r = COLLX_CONTAINER_OF(c->eager_queue.next, struct tcp_send_req, qnode);
   collx_list_del(&r->qnode);
   c->eager_tx = r;
-  c->eager_tx_done = 0;
+  c->eager_tx_done = c->eager2_tx_done = 0;
   return 1;
 }
 
@@ -84,7 +84,7 @@ static int eager_next(struct tcp_send_comm *c) {
 static int ctrl_flush(struct tcp_send_comm *c) {
   for (;;) {
     enum sock_io io;
-    if (c->base.ctrl_tx_done < c->base.ctrl_tx_len) {
+    if (tcp_ctrl_records_written(&c->base) < c->base.ctrl_tx_len) {
       io = tcp_ctrl_write_records(&c->base);
     } else if (c->eager_tx) {
       io = eager_write(c);
@@ -190,7 +190,7 @@ static void ctrl_drain(struct tcp_comm_base *b) {
   if (pthread_mutex_trylock(&b->ctrl_rx_lock) != 0) return;
   const size_t rec = sizeof(struct wire_ctrl);
   while (!tcp_comm_failed(b)) {
-    enum sock_io io = sock_recv_once(b->ctrl_fd, b->ctrl_rx, sizeof b->ctrl_rx, &b->ctrl_rx_done);
+    enum sock_io io = tcp_ctrl_recv(b, b->ctrl_rx, sizeof b->ctrl_rx, &b->ctrl_rx_done, 1);
     if (io == SOCK_IO_AGAIN) break;
     if (io != SOCK_IO_DONE) {
       tcp_comm_fail(b, ncclRemoteError, tcp_io_reason(io));
@@ -862,7 +862,7 @@ ncclResult_t tcp_send_comm_start(const struct tcp_comm_sockets *sk, struct tcp_s
    * streams touch for every chunk: keep it on the NIC's NUMA node. */
   struct tcp_send_comm *c = collx_topo_alloc_local(sk->dev, sizeof *c);
   if (!c) {
-    tcp_close_fds(sk->ctrl_fd, sk->nstreams, sk->stream_fds);
+    tcp_close_sockets(sk);
     COLLX_WARN("out of memory for a comm with %s", sk->peer);
     return ncclSystemError;
   }

@@ -73,7 +73,7 @@ struct tcp_send_comm {
    * (ctrl_tx_lock) */
   struct collx_list eager_queue;  /* eager sends not yet started */
   struct tcp_send_req *eager_tx;  /* the eager send being written */
-  size_t eager_tx_done;
+  size_t eager_tx_done, eager2_tx_done; /* on the control socket and its spare */
   /* A CTS_WANTED the control socket was too busy to take, queued as soon
    * as the eager message being written ends (ctrl_tx_lock) */
   int want_pending;

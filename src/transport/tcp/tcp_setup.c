@@ -57,6 +57,14 @@ static int wire_to_addr(const struct wire_addr *w, struct sockaddr_storage *ss) 
 /* Failover: both ends say what they want (wire_hello_flags)                 */
 /* ======================================================================== */
 
+/* Data streams, and a spare control socket after them (failover). */
+#define TCP_SETUP_SOCKETS (TCP_MAX_STREAMS + 1)
+
+/* With failover over more than one path, the connector opens a spare
+ * control socket on path 1 as stream number nstreams: the control records
+ * travel on both (ctrl_io.c), so that losing path 0 loses none. */
+static int spare_ctrl_wanted(int failover, int paths) { return failover && paths > 1; }
+
 static unsigned failover_flags(int members) {
   return (tcp_cfg.failover ? WIRE_FAILOVER_ON : 0u) | (members > 1 ? WIRE_FAILOVER_MERGED : 0u);
 }
@@ -84,7 +92,8 @@ struct incoming {
   int ctrl_fd;
   int nstreams;
   int nhave;
-  int fds[TCP_MAX_STREAMS];
+  int spare;                /* failover: a spare control socket comes as stream index nstreams */
+  int fds[TCP_SETUP_SOCKETS];
   struct wire_welcome welcome;
   size_t welcome_sent;
   double deadline;
@@ -172,7 +181,7 @@ static void pending_drop(struct tcp_listen *l, int i, const char *why) {
 static void incoming_drop(struct incoming *in, const char *why, const char *devname) {
   COLLX_INFO(COLLX_LOG_NET, "dropped half-built connection from %s on %s: %s", in->peer, devname, why);
   close(in->ctrl_fd);
-  for (int i = 0; i < in->nstreams; i++)
+  for (int i = 0; i < TCP_SETUP_SOCKETS; i++)
     if (in->fds[i] >= 0) close(in->fds[i]);
   in->used = 0;
 }
@@ -226,7 +235,7 @@ static const char *start_incoming(struct tcp_listen *l, struct pending *p) {
   in->conn_id = p->hello.conn_id;
   in->ctrl_fd = p->fd;
   in->nstreams = p->hello.nstreams < 1 ? 1 : p->hello.nstreams > TCP_MAX_STREAMS ? TCP_MAX_STREAMS : p->hello.nstreams;
-  for (int i = 0; i < TCP_MAX_STREAMS; i++) in->fds[i] = -1;
+  for (int i = 0; i < TCP_SETUP_SOCKETS; i++) in->fds[i] = -1;
   in->deadline = now_s() + tcp_cfg.connect_timeout_s;
   snprintf(in->peer, sizeof in->peer, "%s", p->peer);
   in->welcome.magic = WIRE_MAGIC;
@@ -236,6 +245,8 @@ static const char *start_incoming(struct tcp_listen *l, struct pending *p) {
   in->welcome.flags = (uint16_t)failover_flags(l->nfds);
   in->peer_flags = p->hello.index & 0xffu;
   in->peer_members = p->hello.index >> 8 ? p->hello.index >> 8 : 1;
+  in->spare = spare_ctrl_wanted(failover_agreed(in->peer_flags, in->welcome.flags),
+                                in->peer_members > l->nfds ? in->peer_members : l->nfds);
   for (int i = 0; i < l->nfds; i++) addr_to_wire(&l->addrs[i], &in->welcome.addrs[i]);
   sock_tune(in->ctrl_fd);
   return NULL;
@@ -245,7 +256,7 @@ static const char *attach_stream(struct tcp_listen *l, struct pending *p) {
   struct incoming *in = incoming_find(l, p->hello.conn_id);
   if (!in) return "data stream for an unknown connection";
   int i = p->hello.index;
-  if (i >= in->nstreams || in->fds[i] >= 0) return "bad or duplicate stream index";
+  if (i >= in->nstreams + in->spare || in->fds[i] >= 0) return "bad or duplicate stream index";
   in->fds[i] = p->fd;
   in->nhave++;
   sock_tune(p->fd);
@@ -306,7 +317,7 @@ ncclResult_t tcp_accept(struct tcp_listen *l, struct tcp_comm_base **out) {
       incoming_drop(in, "peer closed its control connection", l->devname);
       continue;
     }
-    if (in->nhave < in->nstreams || io != SOCK_IO_DONE) {
+    if (in->nhave < in->nstreams + in->spare || io != SOCK_IO_DONE) {
       if (t > in->deadline) incoming_drop(in, "data streams did not arrive in time", l->devname);
       continue;
     }
@@ -324,7 +335,8 @@ ncclResult_t tcp_accept(struct tcp_listen *l, struct tcp_comm_base **out) {
                                   .ctrl_fd = in->ctrl_fd, .nstreams = in->nstreams, .stream_fds = in->fds,
                                   .max_chunk = tcp_cfg.chunk_size,
                                   .paths = in->peer_members > l->nfds ? in->peer_members : l->nfds,
-                                  .failover = failover_agreed(in->peer_flags, in->welcome.flags)};
+                                  .failover = failover_agreed(in->peer_flags, in->welcome.flags),
+                                  .spare_ctrl = in->spare, .spare_ctrl_fd = in->fds[in->nstreams]};
     char local[COLLX_MAX_MEMBERS][64];
     for (int p = 0; p < sk.paths && p < COLLX_MAX_MEMBERS; p++)
       sk.path_nic[p] = collx_addr_str((const struct sockaddr *)&l->addrs[p % l->nfds], local[p], sizeof local[p]);
@@ -347,7 +359,7 @@ void tcp_listen_close(struct tcp_listen *l) {
   for (int i = 0; i < TCP_MAX_INCOMING; i++)
     if (l->incoming[i].used) {
       close(l->incoming[i].ctrl_fd);
-      for (int k = 0; k < l->incoming[i].nstreams; k++)
+      for (int k = 0; k < TCP_SETUP_SOCKETS; k++)
         if (l->incoming[i].fds[k] >= 0) close(l->incoming[i].fds[k]);
     }
   l->magic = TCP_MAGIC_DEAD;
@@ -384,10 +396,11 @@ struct tcp_connecting {
   size_t welcome_got;
   struct wire_ctrl ready;
   size_t ready_got;
-  int fds[TCP_MAX_STREAMS];
-  int connected[TCP_MAX_STREAMS];
-  struct wire_hello shello[TCP_MAX_STREAMS];
-  size_t ssent[TCP_MAX_STREAMS];
+  int spare;              /* failover: a spare control socket, stream index nstreams */
+  int fds[TCP_SETUP_SOCKETS];
+  int connected[TCP_SETUP_SOCKETS];
+  struct wire_hello shello[TCP_SETUP_SOCKETS];
+  size_t ssent[TCP_SETUP_SOCKETS];
 };
 
 /* In-progress connects.  A handle's connect_state is trusted only if it
@@ -411,7 +424,7 @@ static struct tcp_connecting *registry_find(void *h) {
 
 static void connecting_close_fds(struct tcp_connecting *c) {
   if (c->ctrl_fd >= 0) close(c->ctrl_fd);
-  for (int i = 0; i < TCP_MAX_STREAMS; i++)
+  for (int i = 0; i < TCP_SETUP_SOCKETS; i++)
     if (c->fds[i] >= 0) close(c->fds[i]);
 }
 
@@ -493,7 +506,7 @@ static struct tcp_connecting *connecting_new(void *h, const struct collx_conn_op
   c->handle = h;
   c->dev = dev_index;
   c->ctrl_fd = -1;
-  for (int i = 0; i < TCP_MAX_STREAMS; i++) c->fds[i] = -1;
+  for (int i = 0; i < TCP_SETUP_SOCKETS; i++) c->fds[i] = -1;
   c->nstreams = opts && opts->nstreams > 0 && opts->nstreams < default_streams ? opts->nstreams : default_streams;
   if (c->nstreams < 1) c->nstreams = 1;
   if (c->nstreams > TCP_MAX_STREAMS) c->nstreams = TCP_MAX_STREAMS;
@@ -547,7 +560,8 @@ static ncclResult_t listener_dropped(const struct collx_device *dev, struct tcp_
                c->peer_str, dev->name, what, c->restarts, TCP_CONNECT_RESTARTS);
     connecting_close_fds(c);
     c->ctrl_fd = -1;
-    for (int i = 0; i < TCP_MAX_STREAMS; i++) {
+    c->spare = 0;
+    for (int i = 0; i < TCP_SETUP_SOCKETS; i++) {
       c->fds[i] = -1;
       c->connected[i] = 0;
       c->ssent[i] = 0;
@@ -630,6 +644,8 @@ static ncclResult_t stage_welcome(const struct collx_device *dev, struct tcp_con
     return ncclRemoteError;
   }
   c->nstreams = w->nstreams;
+  int paths = dev->nmembers > w->naddrs ? dev->nmembers : w->naddrs;
+  c->spare = spare_ctrl_wanted(failover_agreed(failover_flags(dev->nmembers), w->flags), paths);
   c->stage = STAGE_STREAMS;
   return ncclSuccess;
 }
@@ -671,17 +687,19 @@ static ncclResult_t stage_ready(const struct collx_device *dev, struct tcp_conne
   return ncclSuccess;
 }
 
-/* Advance stream i; returns 1 once its hello is sent. */
+/* Advance stream i (i == nstreams: the spare control socket, on path 1);
+ * returns 1 once its hello is sent. */
 static int stream_step(const struct collx_device *dev, struct tcp_connecting *c, int i,
                        ncclResult_t *res) {
+  int spare = i == c->nstreams, path = spare ? 1 : i;
   if (c->fds[i] < 0) {
     struct sockaddr_storage to, from;
-    if (wire_to_addr(&c->welcome.addrs[i % c->welcome.naddrs], &to) != 0) {
+    if (wire_to_addr(&c->welcome.addrs[path % c->welcome.naddrs], &to) != 0) {
       COLLX_WARN("connect to %s: welcome carries a bad address", c->peer_str);
       *res = ncclRemoteError;
       return 0;
     }
-    const struct collx_netif *m = stream_member(dev, i, &to);
+    const struct collx_netif *m = stream_member(dev, path, &to);
     if (m) {
       from = m->addr;
       sock_set_port(&from, 0);
@@ -696,7 +714,7 @@ static int stream_step(const struct collx_device *dev, struct tcp_connecting *c,
      * the slowest (caller progress split 1 and 3 Gb/s NICs 50/50 at half
      * their sum; bench/NOTES.md).  With at most two chunks unsent per
      * socket, a chunk goes to whichever member has drained its last. */
-    if (dev->nmembers > 1) sock_limit_unsent(c->fds[i], 2 * tcp_cfg.chunk_size);
+    if (dev->nmembers > 1 && !spare) sock_limit_unsent(c->fds[i], 2 * tcp_cfg.chunk_size);
     sock_ack_deadline(c->fds[i], tcp_cfg.connect_timeout_s);
     c->shello[i] = (struct wire_hello){.magic = WIRE_MAGIC, .version = WIRE_VERSION,
                                        .kind = WIRE_HELLO_DATA, .index = (uint16_t)i,
@@ -737,7 +755,7 @@ int tcp_connect_forget(const void *owner) {
   collx_list_for_each_safe(pos, tmp, &doomed) {
     struct tcp_connecting *c = COLLX_CONTAINER_OF(pos, struct tcp_connecting, node);
     if (c->ctrl_fd >= 0) close(c->ctrl_fd);
-    for (int i = 0; i < TCP_MAX_STREAMS; i++)
+    for (int i = 0; i < TCP_SETUP_SOCKETS; i++)
       if (c->fds[i] >= 0) close(c->fds[i]);
     free(c);
   }
@@ -768,21 +786,24 @@ ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, void *h,
   if (res == ncclSuccess && c->stage == STAGE_WELCOME) res = stage_welcome(dev, c);
   if (res == ncclSuccess && c->stage == STAGE_STREAMS) {
     int ready = 0;
-    for (int i = 0; i < c->nstreams && res == ncclSuccess && c->stage == STAGE_STREAMS; i++)
+    int n = c->nstreams + c->spare;
+    for (int i = 0; i < n && res == ncclSuccess && c->stage == STAGE_STREAMS; i++)
       ready += stream_step(dev, c, i, &res);
-    if (res == ncclSuccess && c->stage == STAGE_STREAMS && ready == c->nstreams) c->stage = STAGE_READY;
+    if (res == ncclSuccess && c->stage == STAGE_STREAMS && ready == n) c->stage = STAGE_READY;
   }
   if (res == ncclSuccess && c->stage == STAGE_READY) {
     int up = 0;
     res = stage_ready(dev, c, &up);
     if (res == ncclSuccess && up) {
       sock_ack_deadline_off(c->ctrl_fd);
-      for (int i = 0; i < c->nstreams; i++) sock_ack_deadline_off(c->fds[i]);
+      for (int i = 0; i < c->nstreams + c->spare; i++) sock_ack_deadline_off(c->fds[i]);
       struct tcp_comm_sockets sk = {.dev = dev_index, .devname = dev->name, .peer = c->peer_str,
                                     .ctrl_fd = c->ctrl_fd, .nstreams = c->nstreams, .stream_fds = c->fds,
                                     .max_chunk = tcp_cfg.chunk_size, .members = dev->nmembers};
       char peer_addr[COLLX_MAX_MEMBERS][64];
       connector_paths(dev, c, &sk, peer_addr);
+      sk.spare_ctrl = c->spare;
+      sk.spare_ctrl_fd = c->fds[c->nstreams];
       struct tcp_send_comm *sc = NULL;
       res = tcp_send_comm_start(&sk, &sc);
       if (res == ncclSuccess) *out = &sc->base;
