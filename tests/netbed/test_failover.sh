@@ -7,7 +7,8 @@
 #      carries the control socket, the second its spare): both ends finish
 #      with every message right, each sender WARNs once naming the lost
 #      path and the peer, and the other NIC carries the rest;
-#   2. the same member's packets dropped by nftables instead (link up);
+#   2. a member down for 3 s and back up carries traffic again; a member's
+#      packets dropped by nftables instead of its link going down;
 #   3. with COLLX_FAILOVER=0 the same loss fails the run;
 #   4. every member down: both ends fail with an error naming the peer
 #      within COLLX_TIMEOUT (plus the tick that notices it).
@@ -111,6 +112,23 @@ for progress in threads caller; do
       "eth$nic down, $progress: eth$other carried the rest ($(after_bytes "$other") B after the loss)"
     netbed_nic_up "$bed" 1 "$nic"
   done
+done
+
+# ---- 2. a member that comes back is used again ------------------------------
+flap() { # nic: down now, up 3 s later; sets up_b (host 1's bytes out of that NIC when it came back)
+  nic_down "$1"
+  sleep 3
+  netbed_nic_up "$bed" 1 "$1"
+  up_b=$(netbed_bytes "$bed" 1 "$1" tx)
+}
+for nic in 1 0; do
+  run "back$nic" 12 2 "flap $nic" "${merged[@]}"
+  check $([ $crc -eq 0 ] && [ $src -eq 0 ] && echo 0 || echo 1) \
+    "eth$nic down for 3 s and back: every message right on both ends (client exit $crc, server $src, ${secs}s)"
+  [ $crc -ne 0 ] || [ $src -ne 0 ] && show "back$nic"
+  again=$(($(netbed_bytes "$bed" 1 "$nic" tx) - up_b))
+  check $([ "$again" -gt $((50 << 20)) ] && echo 0 || echo 1) \
+    "eth$nic down for 3 s and back: it carries traffic again (${again} B after it came back)"
 done
 
 if command -v nft >/dev/null 2>&1; then

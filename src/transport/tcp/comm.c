@@ -216,8 +216,15 @@ int tcp_comm_base_init(struct tcp_comm_base *c, uint32_t magic, const struct tcp
     pthread_mutex_init(&s->lock, NULL);
   }
   collx_list_init(&c->wd_node);
-  tcp_failover_init(c, sk);
   tcp_ctrl_io_init(c, sk);
+  if (tcp_failover_init(c, sk) != 0) {
+    COLLX_WARN("out of memory for the paths of a comm with %s", sk->peer);
+    tcp_close_sockets(sk);
+    for (int i = 0; i < sk->nstreams; i++) pthread_mutex_destroy(&c->streams[i].lock);
+    pthread_mutex_destroy(&c->ctrl_rx_lock);
+    pthread_mutex_destroy(&c->ctrl_tx_lock);
+    return -1;
+  }
   return 0;
 }
 
@@ -257,6 +264,7 @@ void tcp_comm_base_stop(struct tcp_comm_base *c) {
     pthread_mutex_destroy(&c->streams[i].lock);
   }
   tcp_ctrl_close(c);
+  tcp_failover_free(c);
   pthread_mutex_destroy(&c->ctrl_rx_lock);
   pthread_mutex_destroy(&c->ctrl_tx_lock);
 }

@@ -20,6 +20,7 @@
 #define COLLX_TCP_COMM_H
 
 #include <pthread.h>
+#include <sys/socket.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -77,6 +78,7 @@ struct tcp_stream {
   pthread_mutex_t lock;   /* serialises I/O on fd and the role's state of the stream */
   atomic_int eof;         /* the peer closed this stream between chunks */
   struct engine_source src; /* its place in the progress pool (progress_engine.c) */
+  int loop;                 /* the pool's thread it is on */
 };
 
 /* What differs by role, filled by send.c and recv.c, so that the shared
@@ -92,6 +94,9 @@ struct tcp_comm_role {
   /* One non-blocking pass over one of its streams: an enum tcp_want
    * (progress.h). */
   int (*serve)(struct tcp_stream *s, struct tcp_pass *pass);
+  /* Forget what stream s was doing: it has a new socket (rejoin.c).
+   * Caller holds s->lock. */
+  void (*stream_reset)(struct tcp_stream *s);
   ncclResult_t (*test)(struct tcp_req *r, int *done, size_t *sizes);
   void (*close)(struct tcp_comm_base *c);
 };
@@ -113,6 +118,36 @@ struct tcp_comm_sockets {
    * (NULL where not known). */
   const char *path_nic[COLLX_MAX_MEMBERS];
   const char *path_peer[COLLX_MAX_MEMBERS];
+  /* For a path that comes back (rejoin.c): the local address to bind
+   * (port ignored), and the connector's the peer's address on it (its port
+   * comes later, with the peer's offer). */
+  const struct sockaddr_storage *path_local[COLLX_MAX_MEMBERS];
+  const struct sockaddr_storage *path_remote[COLLX_MAX_MEMBERS];
+};
+
+/* One path of a connection with failover. */
+struct tcp_path {
+  char name[64];                  /* for messages: "eth1 to 10.241.0.1:40113" */
+  struct sockaddr_storage local;  /* where its sockets start (port 0) */
+  struct sockaddr_storage remote; /* the sender's view: the receiver's address on it */
+  int have_local, have_remote;
+  int listen_fd;                  /* receiver: new sockets for its streams come here; -1 */
+  uint16_t port;                  /* sender: ...on this port (the receiver's offer); 0 none yet */
+  double next_try;                /* sender: when to try connecting again... */
+  double tried_at;                /* ...and when the attempt under way began */
+};
+
+/* Failover's state beside a comm (heap: only comms with failover pay
+ * for it; rejoin.c). */
+struct tcp_paths {
+  struct tcp_path p[COLLX_MAX_MEMBERS];
+  uint64_t token;                 /* the receiver's: new sockets must name it */
+  /* New sockets for streams coming back, by stream index */
+  int fd[TCP_MAX_STREAMS];
+  struct wire_hello hello[TCP_MAX_STREAMS];
+  size_t io[TCP_MAX_STREAMS];     /* hello bytes sent or read */
+  int connected[TCP_MAX_STREAMS];
+  unsigned ready;                 /* streams whose new socket has passed its hello */
 };
 
 struct tcp_comm_base {
@@ -129,7 +164,7 @@ struct tcp_comm_base {
    * i mod npaths; `lost` holds the streams given up with their path. */
   int failover;
   int npaths;
-  char path_name[COLLX_MAX_MEMBERS][40];
+  struct tcp_paths *paths;    /* with failover: the paths, and streams coming back */
   atomic_uint lost;
   atomic_int stop;
   _Atomic int error;      /* first fatal error: every request fails with it */
@@ -242,8 +277,11 @@ void tcp_comm_heard(struct tcp_comm_base *c);
 
 /* ---- failover (failover.c) ------------------------------------------------ */
 
-/* Take the sockets' paths and whether failover is agreed (base init). */
-void tcp_failover_init(struct tcp_comm_base *c, const struct tcp_comm_sockets *sk);
+/* Take the sockets' paths and whether failover is agreed (base init).
+ * 0, or -1 out of memory. */
+int tcp_failover_init(struct tcp_comm_base *c, const struct tcp_comm_sockets *sk);
+void tcp_failover_free(struct tcp_comm_base *c);
+const char *tcp_path_name(const struct tcp_comm_base *c, int path);
 /* Streams on the path of stream i, as a bit mask. */
 unsigned tcp_path_streams(const struct tcp_comm_base *c, int i);
 /* Give up stream i's path (all streams on it): one WARN naming the path
@@ -259,6 +297,26 @@ static inline int tcp_stream_lost(const struct tcp_comm_base *c, int i) {
  * acknowledged nothing for COLLX_FAILOVER_MS (TCP_INFO): its path is
  * dead.  A busy peer's host still acknowledges what arrived. */
 int tcp_stream_stalled(const struct tcp_stream *s);
+
+/* ---- a lost path coming back (rejoin.c) ----------------------------------- */
+
+/* The receiver: a listening socket on `path` for its streams' new sockets;
+ * its port in *port.  0, or -1 (the path stays lost). */
+int tcp_rejoin_listen(struct tcp_comm_base *c, int path, uint16_t *port);
+/* The receiver: take new sockets and their hellos.  The streams whose new
+ * socket is in (c->paths->ready). */
+unsigned tcp_rejoin_accept(struct tcp_comm_base *c);
+/* The sender: the receiver listens for path `path` on `port`. */
+void tcp_rejoin_offer(struct tcp_comm_base *c, int path, uint16_t port, uint64_t token);
+/* The sender: connect the lost streams of offered paths, at most once a
+ * second per path.  The streams whose new socket has sent its hello. */
+unsigned tcp_rejoin_connect(struct tcp_comm_base *c, double now);
+/* Both: put the new sockets of the streams in `mask` in place of the lost
+ * ones and use those streams again. */
+void tcp_rejoin_swap(struct tcp_comm_base *c, unsigned mask);
+/* The streams of the receiver's path that have all come back, if any:
+ * its listener is closed. */
+unsigned tcp_rejoin_path_done(struct tcp_comm_base *c, unsigned swapped);
 
 /* ---- the control socket's I/O (ctrl_io.c) --------------------------------- */
 

@@ -12,18 +12,46 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include <sys/socket.h>
 
 #include "comm.h"
 #include "util/log.h"
 
-void tcp_failover_init(struct tcp_comm_base *c, const struct tcp_comm_sockets *sk) {
+int tcp_failover_init(struct tcp_comm_base *c, const struct tcp_comm_sockets *sk) {
   c->failover = sk->failover;
   c->npaths = sk->paths > 0 ? sk->paths : 1;
   if (c->npaths > COLLX_MAX_MEMBERS) c->npaths = COLLX_MAX_MEMBERS;
-  for (int p = 0; p < c->npaths; p++)
-    snprintf(c->path_name[p], sizeof c->path_name[p], "%s%s%s", sk->path_nic[p] ? sk->path_nic[p] : "path",
+  if (!c->failover) return 0;
+  struct tcp_paths *ps = calloc(1, sizeof *ps);
+  if (!ps) return -1;
+  for (int i = 0; i < TCP_MAX_STREAMS; i++) ps->fd[i] = -1;
+  for (int p = 0; p < c->npaths; p++) {
+    struct tcp_path *path = &ps->p[p];
+    snprintf(path->name, sizeof path->name, "%s%s%s", sk->path_nic[p] ? sk->path_nic[p] : "path",
              sk->path_peer[p] ? " to " : "", sk->path_peer[p] ? sk->path_peer[p] : "");
+    path->listen_fd = -1;
+    if ((path->have_local = sk->path_local[p] != NULL)) path->local = *sk->path_local[p];
+    if ((path->have_remote = sk->path_remote[p] != NULL)) path->remote = *sk->path_remote[p];
+  }
+  c->paths = ps;
+  return 0;
+}
+
+void tcp_failover_free(struct tcp_comm_base *c) {
+  struct tcp_paths *ps = c->paths;
+  if (!ps) return;
+  for (int p = 0; p < COLLX_MAX_MEMBERS; p++)
+    if (ps->p[p].listen_fd >= 0) close(ps->p[p].listen_fd);
+  for (int i = 0; i < TCP_MAX_STREAMS; i++)
+    if (ps->fd[i] >= 0) close(ps->fd[i]);
+  free(ps);
+  c->paths = NULL;
+}
+
+const char *tcp_path_name(const struct tcp_comm_base *c, int path) {
+  return c->paths ? c->paths->p[path % c->npaths].name : "path";
 }
 
 unsigned tcp_path_streams(const struct tcp_comm_base *c, int i) {
@@ -39,11 +67,11 @@ unsigned tcp_path_lose(struct tcp_comm_base *c, int i, const char *why) {
   if ((before & path) == path) return 0;
   if ((before | path) == all) {
     tcp_comm_failf(c, ncclRemoteError, "every path to the peer is lost, the last %s (%s)",
-                   c->path_name[i % c->npaths], why);
+                   tcp_path_name(c, i), why);
     return 0;
   }
   COLLX_WARN("%s connection with %s on device %s: lost the path %s (%s); its traffic moves to the other "
-             "NICs of the device", c->role->name, c->peer, c->devname, c->path_name[i % c->npaths], why);
+             "NICs of the device", c->role->name, c->peer, c->devname, tcp_path_name(c, i), why);
   tcp_path_lost_ctrl(c, i % c->npaths, why);
   return path & ~before;
 }

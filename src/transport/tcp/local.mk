@@ -9,7 +9,7 @@ libcollx_tcp_la_SOURCES = \
 	src/transport/tcp/tcp.h \
 	src/transport/tcp/wire.c src/transport/tcp/wire.h \
 	src/transport/tcp/tcp_setup.c \
-	src/transport/tcp/comm.c src/transport/tcp/comm.h src/transport/tcp/failover.c src/transport/tcp/ctrl_io.c \
+	src/transport/tcp/comm.c src/transport/tcp/comm.h src/transport/tcp/failover.c src/transport/tcp/ctrl_io.c src/transport/tcp/rejoin.c \
 	src/transport/tcp/send.c src/transport/tcp/send.h \
 	src/transport/tcp/recv.c src/transport/tcp/recv_ctrl.c src/transport/tcp/recv_entry.c src/transport/tcp/recv.h \
 	src/transport/tcp/watchdog.c \

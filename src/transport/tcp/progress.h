@@ -46,6 +46,10 @@ struct tcp_progress_ops {
   int (*attach)(struct tcp_comm_base *c);  /* start driving c's streams; 0 or -1 (nothing left attached) */
   void (*kick)(struct tcp_comm_base *c);   /* send work was queued for c's streams */
   void (*detach)(struct tcp_comm_base *c); /* synchronous: on return nothing drives c's streams */
+  /* One stream off and back on (its socket is replaced between the two;
+   * rejoin.c); detach is synchronous as above.  Never from a pass. */
+  void (*stream_detach)(struct tcp_comm_base *c, int i);
+  void (*stream_attach)(struct tcp_comm_base *c, int i);
 };
 extern const struct tcp_progress_ops tcp_progress_pool;
 extern const struct tcp_progress_ops *const tcp_progress; /* the driver in use */

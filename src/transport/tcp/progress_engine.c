@@ -105,6 +105,7 @@ static int engine_attach_comm(struct tcp_comm_base *c) {
     struct tcp_stream *s = &c->streams[i];
     s->src = (struct engine_source){.fd = tcp_stream_fd(s), .serve = serve_stream};
     int k = (start + i * n / c->nstreams) % n;
+    s->loop = k;
     if (engine_attach(dp->pool, k, &s->src) != 0) {
       streams_detach(c, i);
       pthread_mutex_lock(&pools_lock);
@@ -131,11 +132,23 @@ static void engine_detach_comm(struct tcp_comm_base *c) {
   c->pool = NULL;
 }
 
+static void engine_detach_stream(struct tcp_comm_base *c, int i) { engine_detach(&c->streams[i].src); }
+
+/* Back on the thread it had, with its socket as it is now. */
+static void engine_attach_stream(struct tcp_comm_base *c, int i) {
+  struct tcp_stream *s = &c->streams[i];
+  s->src = (struct engine_source){.fd = tcp_stream_fd(s), .serve = serve_stream};
+  if (engine_attach(c->pool->pool, s->loop, &s->src) != 0)
+    tcp_comm_fail(c, ncclSystemError, "cannot drive a stream that came back");
+}
+
 const struct tcp_progress_ops tcp_progress_pool = {
     .name = "a pool of progress threads per device",
     .attach = engine_attach_comm,
     .kick = engine_kick_comm,
     .detach = engine_detach_comm,
+    .stream_detach = engine_detach_stream,
+    .stream_attach = engine_attach_stream,
 };
 
 const struct tcp_progress_ops *const tcp_progress = &tcp_progress_pool;

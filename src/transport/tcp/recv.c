@@ -275,9 +275,13 @@ static void streams_give_up(struct tcp_recv_comm *c) {
   }
   COLLX_INFO(COLLX_LOG_NET, "receive connection from %s on device %s: the sender gave up streams 0x%x; "
              "their chunks come again on the others", c->base.peer, c->base.devname, mask);
-  for (int i = 0; i < c->base.nstreams && i < c->base.npaths; i++)
-    if (mask >> i & 1) tcp_path_lost_ctrl(&c->base, i, "the sender lost that path");
+  unsigned paths = 0;
+  for (int i = 0; i < c->base.nstreams; i++)
+    if (mask >> i & 1) paths |= 1u << (i % c->base.npaths);
+  for (int p = 0; p < c->base.npaths; p++)
+    if (paths >> p & 1) tcp_path_lost_ctrl(&c->base, p, "the sender lost that path");
   tcp_recv_owe_lost_ack(c, mask);
+  atomic_fetch_or(&c->rejoin_wanted, paths);
 }
 
 static int recv_serve(struct tcp_stream *s, struct tcp_pass *pass) {
@@ -320,11 +324,38 @@ static void read_all_streams(struct tcp_recv_comm *c, int first) {
   if (atomic_load(&c->lost_notice)) streams_give_up(c);
 }
 
+/* The watchdog's part in a path coming back (rejoin.c): listen for the
+ * paths given up and offer them to the sender, put new sockets in place
+ * as they introduce themselves, and tell the sender once a path is back. */
+static void paths_rejoin(struct tcp_recv_comm *c) {
+  unsigned wanted = atomic_exchange(&c->rejoin_wanted, 0), offered = 0;
+  for (int p = 0; p < c->base.npaths; p++) {
+    uint16_t port;
+    if ((wanted >> p & 1) && tcp_rejoin_listen(&c->base, p, &port) == 0) offered |= 1u << p;
+  }
+  if (offered) tcp_recv_owe_rejoin(c, offered);
+  unsigned ready = tcp_rejoin_accept(&c->base);
+  if (!ready) return;
+  tcp_rejoin_swap(&c->base, ready);
+  unsigned back = tcp_rejoin_path_done(&c->base, ready);
+  if (back) tcp_recv_owe_rejoined(c, back);
+}
+
+/* A stream with a new socket starts afresh.  Caller holds s->lock. */
+static void recv_stream_reset(struct tcp_stream *s) {
+  struct tcp_recv_stream *t = &recv_comm_of(s->comm)->rx[s->index];
+  t->req = NULL;
+  t->done = 0;
+  t->skip = 0;
+  t->stage_pos = t->stage_len = 0;
+}
+
 /* The watchdog's tick: a heartbeat on the control socket and, with
  * COLLX_PROGRESS=caller, the streams, which no thread of its own reads. */
 static void recv_watch(struct tcp_comm_base *b, double now) {
   struct tcp_recv_comm *c = recv_comm_of(b);
   tcp_recv_ctrl_heartbeat(c, now);
+  if (b->failover) paths_rejoin(c);
   if (tcp_caller_progress()) read_all_streams(c, 0);
 }
 
@@ -498,6 +529,7 @@ static const struct tcp_comm_role recv_role = {
     .watch = recv_watch,
     .drain = tcp_recv_ctrl_drain,
     .serve = recv_serve,
+    .stream_reset = recv_stream_reset,
     .test = recv_test,
     .close = recv_close,
 };

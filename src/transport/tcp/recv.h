@@ -88,7 +88,10 @@ struct tcp_recv_comm {
   uint32_t done_seqs[COLLX_MAX_REQUESTS];
   int done_len;
   unsigned lost_ack;
-  atomic_int owed;            /* done_len or lost_ack non-zero */
+  unsigned rejoin_offer;      /* paths whose listener's port the sender is owed (REJOIN) */
+  unsigned rejoined;          /* streams back in place (REJOINED) */
+  atomic_int owed;            /* any of the above owed */
+  atomic_uint rejoin_wanted;  /* paths given up, to listen on (the watchdog, recv_rejoin) */
   struct tcp_recv_req reqs[COLLX_MAX_REQUESTS];
 };
 
@@ -141,5 +144,9 @@ void tcp_recv_ctrl_heartbeat(struct tcp_recv_comm *c, double now);
  * once when the control socket is free, else by its next writer. */
 void tcp_recv_owe_done(struct tcp_recv_comm *c, uint32_t seq);
 void tcp_recv_owe_lost_ack(struct tcp_recv_comm *c, unsigned mask);
+/* REJOIN for the paths in `paths` (their ports are in the comm's paths),
+ * REJOINED for the streams in `mask`. */
+void tcp_recv_owe_rejoin(struct tcp_recv_comm *c, unsigned paths);
+void tcp_recv_owe_rejoined(struct tcp_recv_comm *c, unsigned mask);
 
 #endif

@@ -55,6 +55,19 @@ static void queue_owed(struct tcp_recv_comm *c) {
     m.e[0].size = c->lost_ack;
     if (tcp_ctrl_queue(&c->base, &m) == 0) c->lost_ack = 0;
   }
+  for (int p = 0; p < COLLX_MAX_MEMBERS && c->rejoin_offer; p++) {
+    if (!(c->rejoin_offer >> p & 1)) continue;
+    struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_REJOIN, .n = 1, .seq = (uint32_t)p};
+    m.e[0].tag = c->base.paths->p[p].port;
+    m.e[0].size = c->base.paths->token;
+    if (tcp_ctrl_queue(&c->base, &m) != 0) break;
+    c->rejoin_offer &= ~(1u << p);
+  }
+  if (c->rejoined) {
+    struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_REJOINED, .n = 1};
+    m.e[0].size = c->rejoined;
+    if (tcp_ctrl_queue(&c->base, &m) == 0) c->rejoined = 0;
+  }
   while (c->done_len > 0) {
     struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_DONE};
     int n = c->done_len < COLLX_MAX_RECVS ? c->done_len : COLLX_MAX_RECVS;
@@ -63,7 +76,7 @@ static void queue_owed(struct tcp_recv_comm *c) {
     if (tcp_ctrl_queue(&c->base, &m) != 0) break;
     c->done_len -= n;
   }
-  atomic_store(&c->owed, c->done_len > 0 || c->lost_ack);
+  atomic_store(&c->owed, c->done_len > 0 || c->lost_ack || c->rejoin_offer || c->rejoined);
   pthread_mutex_unlock(&c->done_lock);
 }
 
@@ -84,13 +97,17 @@ void tcp_recv_owe_done(struct tcp_recv_comm *c, uint32_t seq) {
   owed_flush(c);
 }
 
-void tcp_recv_owe_lost_ack(struct tcp_recv_comm *c, unsigned mask) {
+static void owe(struct tcp_recv_comm *c, unsigned *what, unsigned mask) {
   pthread_mutex_lock(&c->done_lock);
-  c->lost_ack |= mask;
+  *what |= mask;
   atomic_store(&c->owed, 1);
   pthread_mutex_unlock(&c->done_lock);
   owed_flush(c);
 }
+
+void tcp_recv_owe_lost_ack(struct tcp_recv_comm *c, unsigned mask) { owe(c, &c->lost_ack, mask); }
+void tcp_recv_owe_rejoin(struct tcp_recv_comm *c, unsigned paths) { owe(c, &c->rejoin_offer, paths); }
+void tcp_recv_owe_rejoined(struct tcp_recv_comm *c, unsigned mask) { owe(c, &c->rejoined, mask); }
 
 /* Write the records not yet written, without blocking.  Caller holds
  * ctrl_tx_lock.  0 when nothing is left to write, 1 while the socket is

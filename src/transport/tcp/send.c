@@ -172,13 +172,22 @@ static void sends_confirmed(struct tcp_send_comm *c, const struct wire_ctrl *m) 
 
 static int accept_record(struct tcp_send_comm *c, const struct wire_ctrl *m, const char **why) {
   int type = wire_ctrl_check(m, 1, why);
-  if ((type == WIRE_DONE || type == WIRE_LOST_ACK) && !c->base.failover) {
+  if ((type == WIRE_DONE || type == WIRE_LOST_ACK || type == WIRE_REJOIN || type == WIRE_REJOINED) &&
+      !c->base.failover) {
     *why = "failover record on a connection without failover";
     return -1;
   }
   if (type == WIRE_DONE) sends_confirmed(c, m);
   /* Acted on outside the control socket's lock (chunks_take_back). */
   if (type == WIRE_LOST_ACK) atomic_fetch_or(&c->lost_acked, (unsigned)m->e[0].size);
+  /* Paths coming back are the watchdog's (send_watch). */
+  if (type == WIRE_REJOIN) {
+    pthread_mutex_lock(&c->rejoin_lock);
+    c->rejoin_port[m->seq] = (uint16_t)m->e[0].tag;
+    c->rejoin_token = m->e[0].size;
+    pthread_mutex_unlock(&c->rejoin_lock);
+  }
+  if (type == WIRE_REJOINED) atomic_fetch_or(&c->rejoined, (unsigned)m->e[0].size);
   if (type != WIRE_CTS) return type < 0 ? -1 : 0;
   return match_cts_accept(&c->match_tx, m, why);
 }
@@ -428,6 +437,38 @@ static void streams_check(struct tcp_send_comm *c) {
     if (!tcp_stream_lost(&c->base, i) && tcp_stream_stalled(&c->base.streams[i])) stream_failed(c, i, why);
 }
 
+/* The watchdog's part in a path coming back (rejoin.c): take the
+ * receiver's offers, connect, and once the receiver has the new sockets in
+ * place (REJOINED) write on them.  Only streams whose chunks were taken
+ * back are swapped. */
+static void paths_rejoin(struct tcp_send_comm *c, double now) {
+  pthread_mutex_lock(&c->rejoin_lock);
+  for (int p = 0; p < COLLX_MAX_MEMBERS; p++)
+    if (c->rejoin_port[p]) {
+      tcp_rejoin_offer(&c->base, p, c->rejoin_port[p], c->rejoin_token);
+      c->rejoin_port[p] = 0;
+    }
+  pthread_mutex_unlock(&c->rejoin_lock);
+  unsigned ready = tcp_rejoin_connect(&c->base, now);
+  unsigned asked = atomic_exchange(&c->rejoined, 0);
+  unsigned now_in = asked & ready & ~atomic_load(&c->lost_acked);
+  if (asked & ~now_in) atomic_fetch_or(&c->rejoined, asked & ~now_in);
+  if (!now_in) return;
+  tcp_rejoin_swap(&c->base, now_in);
+  if (!tcp_caller_progress()) tcp_progress->kick(&c->base);
+}
+
+/* A stream with a new socket starts afresh: what it carried was taken
+ * back with its old one.  Caller holds s->lock. */
+static void send_stream_reset(struct tcp_stream *s) {
+  struct tcp_send_stream *t = &send_comm_of(s->comm)->tx[s->index];
+  t->req = NULL;
+  t->done = 0;
+  t->hb_active = 0;
+  t->log_head = t->log_len = 0;
+  atomic_store(&t->busy, 0);
+}
+
 /* Take a chunk into stream j.  0 when none is for it.  Caller holds
  * s->lock. */
 static int take_chunk(struct tcp_send_comm *c, struct tcp_send_stream *t, int j) {
@@ -602,7 +643,10 @@ static void send_watch(struct tcp_comm_base *b, double now) {
   struct tcp_send_comm *c = send_comm_of(b);
   ctrl_heartbeat(c, now);
   stream_heartbeat(c, now);
-  if (c->base.failover) streams_check(c);
+  if (c->base.failover) {
+    streams_check(c);
+    paths_rejoin(c, now);
+  }
 }
 
 /* ---- requests ---------------------------------------------------------------- */
@@ -835,6 +879,7 @@ static void send_close(struct tcp_comm_base *b) {
   log_stats(c);
   tcp_comm_base_stop(b);
   pthread_mutex_destroy(&c->q_lock);
+  pthread_mutex_destroy(&c->rejoin_lock);
   for (int i = 0; i < COLLX_MAX_REQUESTS; i++) {
     c->reqs[i].base.magic = TCP_MAGIC_DEAD;
     free(c->reqs[i].redo);
@@ -853,6 +898,7 @@ static const struct tcp_comm_role send_role = {
     .watch = send_watch,
     .drain = ctrl_drain,
     .serve = send_serve,
+    .stream_reset = send_stream_reset,
     .test = send_test,
     .close = send_close,
 };
@@ -876,6 +922,7 @@ ncclResult_t tcp_send_comm_start(const struct tcp_comm_sockets *sk, struct tcp_s
   collx_list_init(&c->queue);
   collx_list_init(&c->eager_queue);
   pthread_mutex_init(&c->q_lock, NULL);
+  pthread_mutex_init(&c->rejoin_lock, NULL);
   for (int i = 0; i < COLLX_MAX_REQUESTS; i++) {
     c->reqs[i].base.magic = TCP_MAGIC_REQ;
     c->reqs[i].base.comm = &c->base;

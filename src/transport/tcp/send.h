@@ -87,6 +87,12 @@ struct tcp_send_comm {
    * those the receiver has acknowledged, whose chunks go out again. */
   atomic_uint notice_pending;
   atomic_uint lost_acked;
+  /* A lost path coming back: the receiver's offers (rejoin_lock) and the
+   * streams it has put back (REJOINED), for the watchdog (paths_rejoin). */
+  pthread_mutex_t rejoin_lock;
+  uint16_t rejoin_port[COLLX_MAX_MEMBERS];
+  uint64_t rejoin_token;
+  atomic_uint rejoined;
   double last_stream_hb;      /* heartbeat on a data stream, watchdog only */
   unsigned pump_turn;         /* COLLX_PROGRESS=caller: stream to start from */
   uint32_t tl_eager_tx;       /* COLLX_TIMELINE: eager messages written */

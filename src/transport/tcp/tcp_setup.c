@@ -338,8 +338,10 @@ ncclResult_t tcp_accept(struct tcp_listen *l, struct tcp_comm_base **out) {
                                   .failover = failover_agreed(in->peer_flags, in->welcome.flags),
                                   .spare_ctrl = in->spare, .spare_ctrl_fd = in->fds[in->nstreams]};
     char local[COLLX_MAX_MEMBERS][64];
-    for (int p = 0; p < sk.paths && p < COLLX_MAX_MEMBERS; p++)
+    for (int p = 0; p < sk.paths && p < COLLX_MAX_MEMBERS; p++) {
       sk.path_nic[p] = collx_addr_str((const struct sockaddr *)&l->addrs[p % l->nfds], local[p], sizeof local[p]);
+      sk.path_local[p] = &l->addrs[p % l->nfds];
+    }
     struct tcp_recv_comm *rc = NULL;
     ncclResult_t res = tcp_recv_comm_start(&sk, &rc);
     if (res == ncclSuccess) *out = &rc->base;
@@ -653,16 +655,19 @@ static ncclResult_t stage_welcome(const struct collx_device *dev, struct tcp_con
 /* The paths the streams take (stream i: member i mod M to the listener's
  * address i mod N), named for failover's messages. */
 static void connector_paths(const struct collx_device *dev, const struct tcp_connecting *c,
-                            struct tcp_comm_sockets *sk, char (*peer_addr)[64]) {
+                            struct tcp_comm_sockets *sk, char (*peer_addr)[64], struct sockaddr_storage *remote) {
   int n = c->welcome.naddrs;
   sk->paths = dev->nmembers > n ? dev->nmembers : n;
   if (sk->paths > COLLX_MAX_MEMBERS) sk->paths = COLLX_MAX_MEMBERS;
   sk->failover = failover_agreed(failover_flags(dev->nmembers), c->welcome.flags);
   for (int p = 0; p < sk->paths; p++) {
-    struct sockaddr_storage to;
-    sk->path_nic[p] = dev->members[p % dev->nmembers].ifname;
-    if (wire_to_addr(&c->welcome.addrs[p % n], &to) == 0)
-      sk->path_peer[p] = collx_addr_str((const struct sockaddr *)&to, peer_addr[p], 64);
+    const struct collx_netif *m = &dev->members[p % dev->nmembers];
+    sk->path_nic[p] = m->ifname;
+    sk->path_local[p] = &m->addr;
+    if (wire_to_addr(&c->welcome.addrs[p % n], &remote[p]) == 0) {
+      sk->path_peer[p] = collx_addr_str((const struct sockaddr *)&remote[p], peer_addr[p], 64);
+      sk->path_remote[p] = &remote[p];
+    }
   }
 }
 
@@ -801,7 +806,8 @@ ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, void *h,
                                     .ctrl_fd = c->ctrl_fd, .nstreams = c->nstreams, .stream_fds = c->fds,
                                     .max_chunk = tcp_cfg.chunk_size, .members = dev->nmembers};
       char peer_addr[COLLX_MAX_MEMBERS][64];
-      connector_paths(dev, c, &sk, peer_addr);
+      struct sockaddr_storage remote[COLLX_MAX_MEMBERS];
+      connector_paths(dev, c, &sk, peer_addr, remote);
       sk.spare_ctrl = c->spare;
       sk.spare_ctrl_fd = c->fds[c->nstreams];
       struct tcp_send_comm *sc = NULL;

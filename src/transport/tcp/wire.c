@@ -64,6 +64,20 @@ int wire_ctrl_check(const struct wire_ctrl *m, int to_sender, const char **why) 
     }
     return WIRE_LOST_ACK;
   }
+  if (m->type == WIRE_REJOIN && to_sender) {
+    if (m->seq >= COLLX_MAX_MEMBERS || m->e[0].tag <= 0 || m->e[0].tag > 65535) {
+      *why = "REJOIN naming an impossible path or port";
+      return -1;
+    }
+    return WIRE_REJOIN;
+  }
+  if (m->type == WIRE_REJOINED && to_sender) {
+    if (m->e[0].size == 0 || m->e[0].size >> WIRE_MAX_STREAMS) {
+      *why = "REJOINED naming no or impossible streams";
+      return -1;
+    }
+    return WIRE_REJOINED;
+  }
   if (m->type != WIRE_CTS || !to_sender) {
     *why = "unexpected control record";
     return -1;

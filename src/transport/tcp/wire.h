@@ -85,7 +85,11 @@ struct wire_welcome {
  *   sender reports a striped send done only then.
  * LOST_ACK: the receiver has stopped reading the streams in the bit mask
  *   e[0].size (after a LOST notice) and forgotten their partial chunks:
- *   the sender may now send those chunks again on other streams. */
+ *   the sender may now send those chunks again on other streams.
+ * REJOIN: the receiver listens for new sockets of path `seq` on port
+ *   e[0].tag; their hellos must carry the token e[0].size as secret.
+ * REJOINED: the streams in the bit mask e[0].size have their new socket
+ *   in place: the sender may write on them. */
 enum wire_ctrl_type {
   WIRE_CTS = 1,
   WIRE_HEARTBEAT = 2,
@@ -94,6 +98,8 @@ enum wire_ctrl_type {
   WIRE_CTS_WANTED = 5,
   WIRE_DONE = 6,
   WIRE_LOST_ACK = 7,
+  WIRE_REJOIN = 8,
+  WIRE_REJOINED = 9,
 };
 
 struct wire_cts_entry {

@@ -1,0 +1,222 @@
+/*
+ * A lost path coming back (failover).
+ *
+ * After the receiver has let go of a path's streams (LOST_ACK), it listens
+ * on its address on that path, on a port of its own, and offers it to the
+ * sender (REJOIN, with a token of the comm's).  The sender tries, at most
+ * once a second, to connect a new socket for each of the path's streams
+ * from its NIC on that path; each introduces itself with a hello naming
+ * the token and its stream.  The receiver puts a stream's new socket in
+ * place as soon as its hello is in and reads it; once the whole path is
+ * back it closes the listener and says so (REJOINED), and only then does
+ * the sender write on the new sockets.  The control sockets do not come
+ * back: the one left carries on alone.
+ *
+ * Socket work only: what the roles do around it is theirs (send.c,
+ * recv.c).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <time.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "progress.h"
+#include "util/log.h"
+
+/* A new socket that has said nothing for this long is dropped; a connect
+ * not through by then is tried again later. */
+#define REJOIN_ATTEMPT_S 1.0
+
+static void new_socket_close(struct tcp_paths *ps, int i) {
+  if (ps->fd[i] >= 0) close(ps->fd[i]);
+  ps->fd[i] = -1;
+  ps->io[i] = 0;
+  ps->connected[i] = 0;
+  ps->ready &= ~(1u << i);
+}
+
+/* ---- the receiver ----------------------------------------------------------- */
+
+int tcp_rejoin_listen(struct tcp_comm_base *c, int path, uint16_t *port) {
+  struct tcp_paths *ps = c->paths;
+  struct tcp_path *p = &ps->p[path];
+  if (!p->have_local) return -1;
+  if (!ps->token && getrandom(&ps->token, sizeof ps->token, 0) != sizeof ps->token) ps->token = (uint64_t)tcp_now();
+  if (p->listen_fd < 0) {
+    struct sockaddr_storage at = p->local, bound;
+    sock_set_port(&at, 0);
+    p->listen_fd = sock_listen((const struct sockaddr *)&at, sock_len(&at), &bound);
+    if (p->listen_fd < 0) {
+      COLLX_INFO(COLLX_LOG_NET, "receive connection from %s on device %s: cannot listen for path %s to come "
+                 "back: %s", c->peer, c->devname, p->name, strerror(errno));
+      return -1;
+    }
+    p->port = (uint16_t)(bound.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&bound)->sin6_port)
+                                                      : ntohs(((struct sockaddr_in *)&bound)->sin_port));
+  }
+  *port = p->port;
+  return 0;
+}
+
+/* A hello read whole: the stream it names, or -1 to drop the socket. */
+static int hello_stream(const struct tcp_comm_base *c, const struct wire_hello *h, int path) {
+  const char *why = NULL;
+  if (wire_hello_check(h, c->paths->token, &why) != WIRE_HELLO_DATA) return -1;
+  int i = h->index;
+  if (i >= c->nstreams || i % c->npaths != path || !tcp_stream_lost(c, i)) return -1;
+  return i;
+}
+
+/* Take one connection waiting on path p's listener, if any, into the
+ * slot of the stream its hello names once that is in. */
+static void accept_one(struct tcp_comm_base *c, int path) {
+  struct tcp_paths *ps = c->paths;
+  int fd = accept4(ps->p[path].listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd < 0) return;
+  /* The hello is 24 bytes sent at once on a fresh connection: give it a
+   * moment rather than keep half-read sockets. */
+  struct wire_hello h;
+  size_t got = 0;
+  double until = tcp_now() + 0.05;
+  enum sock_io io;
+  while ((io = sock_recv_some(fd, &h, sizeof h, &got)) == SOCK_IO_AGAIN && tcp_now() < until) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  int i = io == SOCK_IO_DONE ? hello_stream(c, &h, path) : -1;
+  if (i < 0 || ps->fd[i] >= 0) {
+    close(fd);
+    return;
+  }
+  sock_tune(fd);
+  ps->fd[i] = fd;
+  ps->ready |= 1u << i;
+}
+
+unsigned tcp_rejoin_accept(struct tcp_comm_base *c) {
+  struct tcp_paths *ps = c->paths;
+  if (!ps) return 0;
+  for (int p = 0; p < c->npaths; p++)
+    if (ps->p[p].listen_fd >= 0) accept_one(c, p);
+  return ps->ready;
+}
+
+unsigned tcp_rejoin_path_done(struct tcp_comm_base *c, unsigned swapped) {
+  unsigned done = 0;
+  for (int p = 0; p < c->npaths; p++) {
+    unsigned path = tcp_path_streams(c, p);
+    struct tcp_path *pp = &c->paths->p[p];
+    if (pp->listen_fd < 0 || !(swapped & path) || (atomic_load(&c->lost) & path)) continue;
+    close(pp->listen_fd);
+    pp->listen_fd = -1;
+    done |= path;
+  }
+  return done;
+}
+
+/* ---- the sender ------------------------------------------------------------- */
+
+void tcp_rejoin_offer(struct tcp_comm_base *c, int path, uint16_t port, uint64_t token) {
+  if (!c->paths || path >= c->npaths) return;
+  c->paths->p[path].port = port;
+  c->paths->p[path].next_try = 0;
+  c->paths->token = token;
+}
+
+/* Start the new socket of stream i.  0, or -1 (tried again later). */
+static int connect_start(struct tcp_comm_base *c, int i) {
+  struct tcp_paths *ps = c->paths;
+  struct tcp_path *p = &ps->p[i % c->npaths];
+  struct sockaddr_storage to = p->remote, from = p->local;
+  sock_set_port(&to, p->port);
+  sock_set_port(&from, 0);
+  ps->fd[i] = sock_connect_start((struct sockaddr *)&to, sock_len(&to), p->have_local ? (struct sockaddr *)&from : NULL,
+                                 p->have_local ? sock_len(&from) : 0);
+  if (ps->fd[i] < 0) return -1;
+  if (c->npaths > 1) sock_limit_unsent(ps->fd[i], 2 * tcp_cfg.chunk_size);
+  ps->hello[i] = (struct wire_hello){.magic = WIRE_MAGIC, .version = WIRE_VERSION, .kind = WIRE_HELLO_DATA,
+                                     .index = (uint16_t)i, .secret = ps->token};
+  return 0;
+}
+
+/* Advance stream i's new socket: 1 once its hello is out, 0 not yet, -1
+ * failed. */
+static int connect_step(struct tcp_comm_base *c, int i) {
+  struct tcp_paths *ps = c->paths;
+  if (ps->fd[i] < 0 && connect_start(c, i) != 0) return -1;
+  if (!ps->connected[i]) {
+    int r = sock_connect_done(ps->fd[i]);
+    if (r <= 0) return r;
+    ps->connected[i] = 1;
+    sock_tune(ps->fd[i]);
+  }
+  enum sock_io io = sock_send_some(ps->fd[i], &ps->hello[i], sizeof ps->hello[i], &ps->io[i]);
+  return io == SOCK_IO_DONE ? 1 : io == SOCK_IO_AGAIN ? 0 : -1;
+}
+
+unsigned tcp_rejoin_connect(struct tcp_comm_base *c, double now) {
+  struct tcp_paths *ps = c->paths;
+  if (!ps) return 0;
+  unsigned lost = atomic_load(&c->lost);
+  for (int p = 0; p < c->npaths; p++) {
+    struct tcp_path *pp = &ps->p[p];
+    unsigned path = tcp_path_streams(c, p) & lost & ~ps->ready;
+    if (!pp->port || !path || !pp->have_remote) continue;
+    int inflight = 0;
+    for (int i = 0; i < c->nstreams; i++) inflight |= (path >> i & 1) && ps->fd[i] >= 0;
+    if (!inflight && now < pp->next_try) continue;
+    if (!inflight) pp->tried_at = now;
+    int failed = 0, pending = 0;
+    for (int i = 0; i < c->nstreams; i++) {
+      if (!(path >> i & 1)) continue;
+      int r = connect_step(c, i);
+      if (r > 0) ps->ready |= 1u << i;
+      failed |= r < 0;
+      pending |= r == 0;
+    }
+    /* A path still down: its connects fail, or hang; start over later. */
+    if (failed || (pending && now - pp->tried_at > REJOIN_ATTEMPT_S)) {
+      for (int i = 0; i < c->nstreams; i++)
+        if (tcp_path_streams(c, p) >> i & 1) new_socket_close(ps, i);
+      pp->next_try = now + REJOIN_ATTEMPT_S;
+    }
+  }
+  return ps->ready;
+}
+
+/* ---- both -------------------------------------------------------------------- */
+
+void tcp_rejoin_swap(struct tcp_comm_base *c, unsigned mask) {
+  struct tcp_paths *ps = c->paths;
+  if (!ps) return;
+  mask &= ps->ready & atomic_load(&c->lost);
+  for (int i = 0; i < c->nstreams; i++) {
+    if (!(mask >> i & 1)) continue;
+    struct tcp_stream *s = &c->streams[i];
+    /* Off the driver first: its pass takes the stream's lock. */
+    if (c->driven) tcp_progress->stream_detach(c, i);
+    pthread_mutex_lock(&s->lock);
+    close(s->fd);
+    s->fd = ps->fd[i];
+    ps->fd[i] = -1;
+    ps->io[i] = 0;
+    ps->connected[i] = 0;
+    ps->ready &= ~(1u << i);
+    atomic_store(&s->eof, 0);
+    c->role->stream_reset(s);
+    atomic_fetch_and(&c->lost, ~(1u << i));
+    pthread_mutex_unlock(&s->lock);
+    if (c->driven) tcp_progress->stream_attach(c, i);
+  }
+  /* A path wholly back: its offer is spent. */
+  for (int p = 0; p < c->npaths; p++)
+    if ((tcp_path_streams(c, p) & mask) && !(atomic_load(&c->lost) & tcp_path_streams(c, p))) ps->p[p].port = 0;
+  if (mask)
+    COLLX_INFO(COLLX_LOG_NET, "%s connection with %s on device %s: the path %s is back in use (streams 0x%x)", c->role->name,
+               c->peer, c->devname, tcp_path_name(c, __builtin_ctz(mask)), mask);
+}
