@@ -10,7 +10,10 @@
 #      the fraction of the link each reaches; 8 B ping-pong against plain TCP;
 #   2. two NICs of 1 and 3 Gb/s merged (COLLX_MERGE): the fraction of their
 #      sum collx reaches and the share of the bytes each NIC carried (its
-#      byte counters), in both progress modes.
+#      byte counters), in both progress modes;
+#   3. what COLLX_FAILOVER costs on a healthy merged device (two NICs
+#      without a rate limit): bandwidth at 64 KiB and 1 MiB, ping-pong at
+#      8 B and 256 KiB, against COLLX_FAILOVER=0.
 # Each configuration runs RUNS times (default 3), alternating, so that the
 # machine's drift shows as spread rather than as a difference.
 set -u
@@ -96,6 +99,33 @@ for ((k = 1; k <= RUNS; k++)); do
       "$(awk -v v="$bw" 'BEGIN {printf "%.2f", v * 8 / 4}')" \
       "$(awk -v a=$sent0 -v t=$tot 'BEGIN {printf "%.1f%%", t ? 100 * a / t : 0}')" \
       "$(awk -v a=$sent1 -v t=$tot 'BEGIN {printf "%.1f%%", t ? 100 * a / t : 0}')" >>"$out/table.md"
+  done
+done
+netbed_down "$bed"
+
+# ---- 3. what failover costs on a healthy merged device ---------------------
+# Two NICs without a rate limit (veth runs at memory speed, so the plugin's
+# own work shows): COLLX_FAILOVER=1 (the default: each striped send waits for
+# the receiver's DONE, and a spare control socket carries a copy of every
+# control byte) against 0, alternating.
+netbed_up "$bed" 2 2 || exit 2
+{
+  echo
+  echo "## Failover on a healthy merged device: two NICs, no rate limit, COLLX_FAILOVER=1 against 0"
+  echo
+  echo "| run | COLLX_FAILOVER | 64 KiB GB/s | 1 MiB GB/s | 8 B median us | 256 KiB median us |"
+  echo "| --- | --- | --- | --- | --- | --- |"
+} >>"$out/table.md"
+for ((k = 1; k <= RUNS; k++)); do
+  for fo in 1 0; do
+    m=(COLLX_IFNAME==eth0,eth1 COLLX_MERGE=eth0+eth1 COLLX_FAILOVER=$fo)
+    run "fo$fo-bw64k-$k" "-s 64K -d 8 -t $SECS" "${m[@]}"
+    run "fo$fo-bw1m-$k" "-s 1M -d 8 -t $SECS" "${m[@]}"
+    run "fo$fo-lat8-$k" "--test lat -s 8 -t $SECS" "${m[@]}"
+    run "fo$fo-lat256k-$k" "--test lat -s 256K -t $SECS" "${m[@]}"
+    printf '| %d | %s | %s | %s | %s | %s |\n' "$k" "$fo" "$(col "$out/raw/fo$fo-bw64k-$k.txt" 65536 3)" \
+      "$(col "$out/raw/fo$fo-bw1m-$k.txt" 1048576 3)" "$(col "$out/raw/fo$fo-lat8-$k.txt" 8 4)" \
+      "$(col "$out/raw/fo$fo-lat256k-$k.txt" 262144 4)" >>"$out/table.md"
   done
 done
 cat "$out/table.md"
