@@ -69,6 +69,12 @@ struct tcp_req {
   _Atomic int error;      /* ncclResult_t for this request */
 };
 
+/* What the watchdog last saw of a socket's acknowledgements (failover). */
+struct tcp_stall {
+  double since;   /* bytes waiting, unacknowledged, since then; 0: none */
+  uint64_t acked; /* bytes the peer had acknowledged */
+};
+
 /* One data stream.  What it carries in progress is the role's
  * (tcp_send_stream, tcp_recv_stream, at the same index). */
 struct tcp_stream {
@@ -79,6 +85,7 @@ struct tcp_stream {
   atomic_int eof;         /* the peer closed this stream between chunks */
   struct engine_source src; /* its place in the progress pool (progress_engine.c) */
   int loop;                 /* the pool's thread it is on */
+  struct tcp_stall stall;   /* failover: the watchdog's record (tcp_fd_stalled) */
 };
 
 /* What differs by role, filled by send.c and recv.c, so that the shared
@@ -195,6 +202,7 @@ struct tcp_comm_base {
   int ctrl_rd_other_dead;
   uint64_t ctrl_rd_pos, ctrl_rd_other_pos, ctrl_rd_skip;
   double ctrl_rd_last;
+  struct tcp_stall ctrl_stall[2]; /* the watchdog's records (tcp_fd_stalled) */
   double last_sent;           /* control heartbeat (ctrl_tx_lock) */
   /* The last time the peer was heard: bytes read from any of its sockets
    * (never bytes left unread, which may be old). */
@@ -293,10 +301,11 @@ void tcp_path_lost_ctrl(struct tcp_comm_base *c, int path, const char *why);
 static inline int tcp_stream_lost(const struct tcp_comm_base *c, int i) {
   return (atomic_load_explicit(&((struct tcp_comm_base *)c)->lost, memory_order_acquire) >> i) & 1;
 }
-/* A stream with bytes in flight, retransmitted, whose peer host has
- * acknowledged nothing for COLLX_FAILOVER_MS (TCP_INFO): its path is
- * dead.  A busy peer's host still acknowledges what arrived. */
-int tcp_stream_stalled(const struct tcp_stream *s);
+/* A socket with bytes waiting whose peer host has acknowledged nothing
+ * for COLLX_FAILOVER_MS (TCP_INFO): its path is dead.  A busy peer's host
+ * still acknowledges what arrived (it only closes its window).  *st: the
+ * caller's record of the socket, between calls. */
+int tcp_fd_stalled(int fd, struct tcp_stall *st, double now);
 
 /* ---- a lost path coming back (rejoin.c) ----------------------------------- */
 

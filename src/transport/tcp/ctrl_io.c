@@ -149,13 +149,6 @@ enum sock_io tcp_ctrl_recv(struct tcp_comm_base *c, void *buf, size_t len, size_
 
 /* ---- the watchdog's look ---------------------------------------------------- */
 
-static int fd_stalled(int fd) {
-  struct tcp_info ti;
-  socklen_t len = sizeof ti;
-  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return 0;
-  return ti.tcpi_unacked > 0 && ti.tcpi_retransmits > 0 && ti.tcpi_last_ack_recv >= (unsigned)tcp_cfg.failover_ms;
-}
-
 /* The socket read has brought nothing for COLLX_FAILOVER_MS and holds
  * nothing unread (a reader waiting for a receive leaves bytes there on
  * purpose), while the other has bytes beyond it. */
@@ -172,7 +165,8 @@ void tcp_ctrl_watch(struct tcp_comm_base *c, double now) {
   char why[64];
   snprintf(why, sizeof why, "no acknowledgement for %d ms", tcp_cfg.failover_ms);
   for (int k = 0; k < 2; k++)
-    if ((atomic_load(&c->ctrl_live) >> k & 1) && fd_stalled(ctrl_fd_of(c, k))) tcp_ctrl_lose(c, k, why);
+    if ((atomic_load(&c->ctrl_live) >> k & 1) && tcp_fd_stalled(ctrl_fd_of(c, k), &c->ctrl_stall[k], now))
+      tcp_ctrl_lose(c, k, why);
   if (pthread_mutex_trylock(&c->ctrl_rx_lock) != 0) return;
   if (reader_behind(c, now)) {
     tcp_ctrl_lose(c, c->ctrl_rd, "nothing arrives on it while the spare brings more");

@@ -399,9 +399,12 @@ ncclResult_t tcp_irecv(struct tcp_recv_comm *c, int n, void **data, const size_t
   *out = NULL;
   if (tcp_comm_failed(&c->base)) return tcp_comm_error(&c->base);
   uint32_t seq = c->recv_seq;
-  if (atomic_load(&c->by_seq[seq % TCP_SEQ_SLOTS])) {
-    COLLX_WARN("receive from %s on device %s: receive %u is still incomplete %d receives later",
-               c->base.peer, c->base.devname, seq - TCP_SEQ_SLOTS, TCP_SEQ_SLOTS);
+  struct tcp_recv_req *old = atomic_load(&c->by_seq[seq % TCP_SEQ_SLOTS]);
+  if (old) {
+    COLLX_WARN("receive from %s on device %s: receive %u is still incomplete %d receives later (%d of its %d "
+               "buffers complete, %llu of %lld bytes in the first)", c->base.peer, c->base.devname,
+               old->base.seq, TCP_SEQ_SLOTS, atomic_load(&old->entries_done) & TCP_ENTRIES_COUNT, old->n,
+               (unsigned long long)atomic_load(&old->e[0].received), (long long)atomic_load(&old->e[0].total));
     return ncclInvalidUsage;
   }
   struct tcp_recv_req *r = req_alloc(c);

@@ -14,8 +14,9 @@
 static void entry_finished(struct tcp_recv_req *r) {
   struct tcp_recv_comm *c = (struct tcp_recv_comm *)r->base.comm;
   uint32_t seq = r->base.seq;
+  int n = r->n;
   int before = atomic_fetch_add_explicit(&r->entries_done, 1, memory_order_acq_rel);
-  if ((before & TCP_ENTRIES_COUNT) + 1 == r->n && (before & TCP_ENTRIES_STRIPED) && c->base.failover)
+  if ((before & TCP_ENTRIES_COUNT) + 1 == n && (before & TCP_ENTRIES_STRIPED) && c->base.failover)
     tcp_recv_owe_done(c, seq);
 }
 

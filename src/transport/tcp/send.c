@@ -430,11 +430,13 @@ static void stream_failed(struct tcp_send_comm *c, int j, const char *why) {
 
 /* The watchdog's look at each stream's TCP state: bytes in flight that the
  * peer's host stopped acknowledging mean the path is dead. */
-static void streams_check(struct tcp_send_comm *c) {
+static void streams_check(struct tcp_send_comm *c, double now) {
   char why[64];
   snprintf(why, sizeof why, "no acknowledgement for %d ms", tcp_cfg.failover_ms);
-  for (int i = 0; i < c->base.nstreams; i++)
-    if (!tcp_stream_lost(&c->base, i) && tcp_stream_stalled(&c->base.streams[i])) stream_failed(c, i, why);
+  for (int i = 0; i < c->base.nstreams; i++) {
+    struct tcp_stream *s = &c->base.streams[i];
+    if (!tcp_stream_lost(&c->base, i) && tcp_fd_stalled(s->fd, &s->stall, now)) stream_failed(c, i, why);
+  }
 }
 
 /* The watchdog's part in a path coming back (rejoin.c): take the
@@ -644,7 +646,7 @@ static void send_watch(struct tcp_comm_base *b, double now) {
   ctrl_heartbeat(c, now);
   stream_heartbeat(c, now);
   if (c->base.failover) {
-    streams_check(c);
+    streams_check(c, now);
     paths_rejoin(c, now);
   }
 }
