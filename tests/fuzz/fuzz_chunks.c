@@ -1,10 +1,12 @@
 /* libFuzzer target: sequences of chunks for one receive buffer
  * (src/transport/tcp/chunks.c), not single headers.
  * Input: 1 byte of the message size in 256-byte units, then records of
- * 5 bytes: kind (stream / eager / truncated), offset and length in
- * 256-byte units.  The oracle keeps its own map of the bytes accepted:
- * no byte is accepted twice, nothing past the message, nothing after an
- * eager message or a TRUNCATED notice, and "whole" means every byte came. */
+ * 5 bytes: kind (stream / eager / truncated / unclaim), offset and
+ * length in 256-byte units.  The oracle keeps its own map of the bytes
+ * accepted: no byte is accepted twice, nothing past the message, nothing
+ * after an eager message or a TRUNCATED notice, "whole" means every byte
+ * came, and a chunk unclaimed (failover: its stream was given up) was
+ * held exactly, is held no more, and its bytes may come again. */
 #include "transport/tcp/chunks.h"
 #include "fuzz_common.h"
 
@@ -25,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fuzz_take(rec, sizeof rec, &data, &size);
     uint64_t off = (uint64_t)(rec[1] | rec[2] << 8) * UNIT, len = (uint64_t)(rec[3] | rec[4] << 8) * UNIT;
     const char *why = NULL;
-    int kind = rec[0] % 3, rc;
+    int kind = rec[0] % 4, rc;
     if (kind == 0) {
       if (off > total || len > total - off) continue; /* wire_chunk_check refuses these first */
       rc = chunk_track_stream(&t, off, len, total, &why);
@@ -43,6 +45,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(!closed && accepted == 0, "eager message accepted after other data");
         closed = 1;
       }
+    } else if (kind == 3) {
+      if (off > total || len > total - off) continue;
+      int held = chunk_track_holds(&t, off, len, total);
+      rc = chunk_track_unclaim(&t, off, len, total);
+      FUZZ_CHECK((rc == 0) == held, "unclaim %s a chunk that was %s", rc == 0 ? "took" : "refused",
+                 held ? "held" : "not held");
+      if (rc == 0) {
+        for (uint64_t b = off; b < off + len; b++) {
+          FUZZ_CHECK(seen[b], "unclaimed byte %llu that never came", (unsigned long long)b);
+          seen[b] = 0;
+        }
+        accepted -= len;
+        FUZZ_CHECK(!chunk_track_holds(&t, off, len, total), "chunk still held after unclaim");
+      }
+      rc = 0;
     } else {
       rc = chunk_track_truncated(&t, &why);
       if (rc == 0) {
