@@ -95,11 +95,20 @@ all_up() { netbed_nic_up "$bed" 1 0; netbed_nic_up "$bed" 1 1; }
 # ---- 1 and 2: one member lost, in both progress modes -----------------------
 # eth1 carries data streams and the spare control socket; eth0 the first
 # control socket too.
-for progress in threads caller; do
+# Under a sanitizer (the CI's stages set COLLX_FAULTS_SCALE) each run is
+# several times slower: the cases that add no code path (caller progress,
+# a second member coming back, nftables, the off switch) run in the plain
+# build only.
+sanitized=0
+[ "${COLLX_FAULTS_SCALE:-1}" -gt 1 ] && sanitized=1
+modes="threads caller" back_nics="1 0"
+[ $sanitized -eq 1 ] && modes=threads back_nics=0
+
+for progress in $modes; do
   for nic in 1 0; do
     other=$((1 - nic))
     label=down$nic-$progress
-    run "$label" 8 3 "nic_down $nic" "${merged[@]}" COLLX_PROGRESS=$progress
+    run "$label" 6 2 "nic_down $nic" "${merged[@]}" COLLX_PROGRESS=$progress
     check $([ $crc -eq 0 ] && [ $src -eq 0 ] && echo 0 || echo 1) \
       "eth$nic down, $progress: every message right on both ends (client exit $crc, server $src, ${secs}s)"
     [ $crc -ne 0 ] || [ $src -ne 0 ] && show "$label"
@@ -121,8 +130,8 @@ flap() { # nic: down now, up 3 s later; sets up_b (host 1's bytes out of that NI
   netbed_nic_up "$bed" 1 "$1"
   up_b=$(netbed_bytes "$bed" 1 "$1" tx)
 }
-for nic in 1 0; do
-  run "back$nic" 12 2 "flap $nic" "${merged[@]}"
+for nic in $back_nics; do
+  run "back$nic" 10 2 "flap $nic" "${merged[@]}"
   check $([ $crc -eq 0 ] && [ $src -eq 0 ] && echo 0 || echo 1) \
     "eth$nic down for 3 s and back: every message right on both ends (client exit $crc, server $src, ${secs}s)"
   [ $crc -ne 0 ] || [ $src -ne 0 ] && show "back$nic"
@@ -131,8 +140,10 @@ for nic in 1 0; do
     "eth$nic down for 3 s and back: it carries traffic again (${again} B after it came back)"
 done
 
-if command -v nft >/dev/null 2>&1; then
-  run drop 8 3 eth1_drop "${merged[@]}"
+if [ $sanitized -eq 1 ]; then
+  echo "SKIP: under a sanitizer: nftables and COLLX_FAILOVER=0 (the plain build runs them)"
+elif command -v nft >/dev/null 2>&1; then
+  run drop 6 2 eth1_drop "${merged[@]}"
   check $([ $crc -eq 0 ] && [ $src -eq 0 ] && echo 0 || echo 1) \
     "packets dropped (nftables): every message right on both ends (client exit $crc, server $src, ${secs}s)"
   [ $crc -ne 0 ] || [ $src -ne 0 ] && show drop
@@ -143,14 +154,16 @@ else
 fi
 
 # ---- 3. failover off ----------------------------------------------------------
-run off 8 3 "nic_down 1" "${merged[@]}" COLLX_FAILOVER=0 COLLX_TIMEOUT=5
-check $([ $crc -ne 0 ] || [ $src -ne 0 ] && echo 0 || echo 1) \
-  "COLLX_FAILOVER=0: the loss fails the run (client exit $crc, server $src, ${secs}s)"
-netbed_nic_up "$bed" 1 1
+if [ $sanitized -eq 0 ]; then
+  run off 6 2 "nic_down 1" "${merged[@]}" COLLX_FAILOVER=0 COLLX_TIMEOUT=5
+  check $([ $crc -ne 0 ] || [ $src -ne 0 ] && echo 0 || echo 1) \
+    "COLLX_FAILOVER=0: the loss fails the run (client exit $crc, server $src, ${secs}s)"
+  netbed_nic_up "$bed" 1 1
+fi
 
 # ---- 4. every member lost -------------------------------------------------------
-run alldown 20 3 all_down "${merged[@]}" COLLX_TIMEOUT=5
-took=$(awk -v s="$secs" 'BEGIN {printf "%.1f", s - 3}')
+run alldown 20 2 all_down "${merged[@]}" COLLX_TIMEOUT=5
+took=$(awk -v s="$secs" 'BEGIN {printf "%.1f", s - 2}')
 check $([ $crc -ne 0 ] && [ $src -ne 0 ] && echo 0 || echo 1) \
   "every member down: both ends fail (client exit $crc, server $src), ${took}s after the loss"
 check $(awk -v t="$took" 'BEGIN {exit !(t < 5 + 4)}' && echo 0 || echo 1) \

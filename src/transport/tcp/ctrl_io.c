@@ -83,12 +83,11 @@ void tcp_ctrl_wait_writable(struct tcp_comm_base *c, int ms) {
 
 /* ---- reading -------------------------------------------------------------- */
 
-/* Read and drop up to `len` bytes of socket fd into *pos.  -1 when it has
- * failed or ended. */
+/* Drop up to `len` bytes of socket fd, counted into *pos; TCP discards
+ * them without copying (MSG_TRUNC).  -1 when it has failed or ended. */
 static int drop_bytes(int fd, uint64_t len, uint64_t *pos) {
-  static __thread char sink[4096];
   while (len > 0) {
-    ssize_t n = recv(fd, sink, len < sizeof sink ? (size_t)len : sizeof sink, MSG_DONTWAIT);
+    ssize_t n = recv(fd, NULL, len < (1u << 30) ? (size_t)len : (1u << 30), MSG_DONTWAIT | MSG_TRUNC);
     if (n > 0) {
       *pos += (uint64_t)n;
       len -= (uint64_t)n;
@@ -114,9 +113,14 @@ static void reader_switch(struct tcp_comm_base *c) {
 }
 
 /* Keep the copy on the socket not read drained up to where the reader is,
- * so that the peer's writes to it never stall for room. */
-static void other_drain(struct tcp_comm_base *c) {
+ * so that the peer's writes to it never stall for room: once it lags by
+ * CTRL_SPARE_LAG (a call that finds less costs a syscall per read for
+ * nothing), and at the watchdog's look whatever the lag. */
+#define CTRL_SPARE_LAG (256 * 1024)
+
+static void other_drain(struct tcp_comm_base *c, int any_lag) {
   if (c->ctrl_rd_other_dead || c->ctrl_rd_other_pos >= c->ctrl_rd_pos) return;
+  if (!any_lag && c->ctrl_rd_pos - c->ctrl_rd_other_pos < CTRL_SPARE_LAG) return;
   if (drop_bytes(ctrl_fd_of(c, !c->ctrl_rd), c->ctrl_rd_pos - c->ctrl_rd_other_pos, &c->ctrl_rd_other_pos) != 0)
     c->ctrl_rd_other_dead = 1;
 }
@@ -143,7 +147,7 @@ enum sock_io tcp_ctrl_recv(struct tcp_comm_base *c, void *buf, size_t len, size_
     reader_switch(c);
     return tcp_ctrl_recv(c, buf, len, done, once);
   }
-  other_drain(c);
+  other_drain(c, 0);
   return io;
 }
 
@@ -168,6 +172,7 @@ void tcp_ctrl_watch(struct tcp_comm_base *c, double now) {
     if ((atomic_load(&c->ctrl_live) >> k & 1) && tcp_fd_stalled(ctrl_fd_of(c, k), &c->ctrl_stall[k], now))
       tcp_ctrl_lose(c, k, why);
   if (pthread_mutex_trylock(&c->ctrl_rx_lock) != 0) return;
+  other_drain(c, 1);
   if (reader_behind(c, now)) {
     tcp_ctrl_lose(c, c->ctrl_rd, "nothing arrives on it while the spare brings more");
     atomic_store(&c->ctrl_rd_switch, 0);
