@@ -134,6 +134,19 @@ netbed_bytes() { # bed host nic tx|rx
   ip netns exec "$(netbed_ns "$1" "$2")" cat "/sys/class/net/eth$3/statistics/$4_bytes" 2>/dev/null || echo 0
 }
 
+# For the tests of the bed: skip (exit 77) where no bed can be made, fail
+# when collx-perf ($1) is missing, and clear the settings a caller's
+# environment could bring in.
+netbed_test_start() { # perf
+  if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (network namespaces)"; exit 77; fi
+  if ! command -v ip >/dev/null 2>&1 || ! command -v tc >/dev/null 2>&1; then
+    echo "SKIP: no ip or tc command (iproute2)"; exit 77
+  fi
+  if [ ! -x "$1" ]; then echo "FAIL: $1 not found (run from the build directory)"; echo "0 passed, 1 failed"; exit 1; fi
+  unset COLLX_IFNAME NCCL_SOCKET_IFNAME COLLX_MERGE COLLX_NSTREAMS COLLX_TOPO_XML HWLOC_XMLFILE COLLX_PROGRESS \
+    COLLX_CPU_AFFINITY COLLX_SOCKET_FAMILY COLLX_SPEED_MBPS COLLX_PLUGIN COLLX_FAILOVER COLLX_FAILOVER_MS COLLX_TIMEOUT
+}
+
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   cmd=${1:-}
   [ $# -gt 0 ] && shift

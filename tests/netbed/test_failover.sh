@@ -19,13 +19,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/netbed.sh"
 perf=${COLLX_PERF:-./collx-perf}
 
-if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root (network namespaces)"; exit 77; fi
-if ! command -v ip >/dev/null 2>&1 || ! command -v tc >/dev/null 2>&1; then
-  echo "SKIP: no ip or tc command (iproute2)"; exit 77
-fi
-if [ ! -x "$perf" ]; then echo "FAIL: $perf not found (run from the build directory)"; echo "0 passed, 1 failed"; exit 1; fi
-unset COLLX_IFNAME NCCL_SOCKET_IFNAME COLLX_MERGE COLLX_NSTREAMS COLLX_TOPO_XML HWLOC_XMLFILE COLLX_PROGRESS \
-  COLLX_CPU_AFFINITY COLLX_SOCKET_FAMILY COLLX_SPEED_MBPS COLLX_PLUGIN COLLX_FAILOVER COLLX_FAILOVER_MS COLLX_TIMEOUT
+netbed_test_start "$perf"
 
 bed=nbf$$
 bed=${bed:0:8}
