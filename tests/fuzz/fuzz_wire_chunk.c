@@ -19,7 +19,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   unsigned __int128 end = (unsigned __int128)in.offset + in.len;
   int inside = end <= in.total && in.total <= cap;
   int heartbeat = in.flags == WIRE_CHUNK_HEARTBEAT && !in.seq && !in.idx && !in.total && !in.offset && !in.len;
-  int expect_ok = in.magic == WIRE_MAGIC && (in.flags == WIRE_CHUNK_TRUNCATED || heartbeat || (in.flags == 0 && inside));
+  int lost = in.flags == WIRE_CHUNK_LOST && !in.seq && !in.idx && !in.offset && !in.len && in.total != 0 &&
+             in.total < (1ull << WIRE_MAX_STREAMS);
+  int expect_ok =
+      in.magic == WIRE_MAGIC && (in.flags == WIRE_CHUNK_TRUNCATED || heartbeat || lost || (in.flags == 0 && inside));
   FUZZ_CHECK((rc == 0) == expect_ok,
              "returned %d for flags %#x offset %llu len %llu total %llu cap %llu", rc, in.flags,
              (unsigned long long)in.offset, (unsigned long long)in.len, (unsigned long long)in.total,

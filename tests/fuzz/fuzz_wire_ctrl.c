@@ -22,11 +22,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       expect = WIRE_CTS_WANTED;
     else if (in.type == WIRE_CTS && to_sender && in.n >= 1 && in.n <= COLLX_MAX_RECVS)
       expect = WIRE_CTS;
+    else if (in.type == WIRE_DONE && to_sender && in.n >= 1 && in.n <= COLLX_MAX_RECVS)
+      expect = WIRE_DONE;
+    else if ((in.type == WIRE_LOST_ACK || in.type == WIRE_REJOINED) && to_sender && in.e[0].size != 0 &&
+             in.e[0].size < (1ull << WIRE_MAX_STREAMS))
+      expect = in.type;
+    else if (in.type == WIRE_REJOIN && to_sender && in.seq < COLLX_MAX_MEMBERS && in.e[0].tag > 0 &&
+             in.e[0].tag <= 65535)
+      expect = WIRE_REJOIN;
   }
   FUZZ_CHECK(rc == expect, "returned %d, expected %d (type %u n %u to_sender %d)", rc, expect, in.type, in.n,
              to_sender);
-  /* What the caller relies on: a CTS names 1..COLLX_MAX_RECVS entries. */
-  if (rc == WIRE_CTS) FUZZ_CHECK(in.n >= 1 && in.n <= COLLX_MAX_RECVS, "CTS with n = %u accepted", in.n);
+  /* What the caller relies on: a CTS or DONE names 1..COLLX_MAX_RECVS
+   * entries, a stream mask fits the streams, a REJOIN names a path and a
+   * port. */
+  if (rc == WIRE_CTS || rc == WIRE_DONE)
+    FUZZ_CHECK(in.n >= 1 && in.n <= COLLX_MAX_RECVS, "CTS/DONE with n = %u accepted", in.n);
+  if (rc == WIRE_LOST_ACK || rc == WIRE_REJOINED)
+    FUZZ_CHECK(in.e[0].size >> WIRE_MAX_STREAMS == 0, "stream mask %llx accepted", (unsigned long long)in.e[0].size);
+  if (rc == WIRE_REJOIN) FUZZ_CHECK(in.seq < COLLX_MAX_MEMBERS, "REJOIN for path %u accepted", in.seq);
   if (rc < 0) fuzz_check_why(why);
   free(m);
   return 0;
