@@ -374,6 +374,17 @@ static void chunk_give_back(struct tcp_send_comm *c, struct tcp_send_req *r, siz
   pthread_mutex_unlock(&c->q_lock);
 }
 
+/* A stream starts afresh: what it carried has been taken back (a lost
+ * stream, and one with a new socket, rejoin.c).  Caller holds s->lock. */
+static void send_stream_reset(struct tcp_stream *s) {
+  struct tcp_send_stream *t = &send_comm_of(s->comm)->tx[s->index];
+  t->req = NULL;
+  t->done = 0;
+  t->hb_active = 0;
+  t->log_head = t->log_len = 0;
+  atomic_store(&t->busy, 0);
+}
+
 /* The chunks lost stream s carried for sends still unconfirmed go back to
  * the queue: those written whole no longer count as written, the one in
  * the middle of its write never did.  Caller holds s->lock. */
@@ -390,10 +401,7 @@ static unsigned stream_take_back(struct tcp_send_comm *c, struct tcp_stream *s) 
     n++;
   }
   pthread_mutex_unlock(&c->q_lock);
-  t->log_head = t->log_len = 0;
-  t->req = NULL;
-  t->hb_active = 0;
-  atomic_store(&t->busy, 0);
+  send_stream_reset(s);
   return n;
 }
 
@@ -458,17 +466,6 @@ static void paths_rejoin(struct tcp_send_comm *c, double now) {
   if (!now_in) return;
   tcp_rejoin_swap(&c->base, now_in);
   if (!tcp_caller_progress()) tcp_progress->kick(&c->base);
-}
-
-/* A stream with a new socket starts afresh: what it carried was taken
- * back with its old one.  Caller holds s->lock. */
-static void send_stream_reset(struct tcp_stream *s) {
-  struct tcp_send_stream *t = &send_comm_of(s->comm)->tx[s->index];
-  t->req = NULL;
-  t->done = 0;
-  t->hb_active = 0;
-  t->log_head = t->log_len = 0;
-  atomic_store(&t->busy, 0);
 }
 
 /* Take a chunk into stream j.  0 when none is for it.  Caller holds
