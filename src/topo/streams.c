@@ -53,18 +53,19 @@ int collx_streams_for_comms(int base, int open_comms) {
 }
 
 int collx_pool_default(int ncpus, int local_ranks, int streams) {
-  /* One thread per CPU near the NIC, however many ranks share them, at
-   * most 16, at least one per stream (so a lone busy connection uses as
+  /* Two threads per CPU near the NIC, however many ranks share them, at
+   * most 32, at least one per stream (so a lone busy connection uses as
    * many cores as it has streams) and at least 2.  Idle threads sleep in
    * epoll and cost nothing; busy ones do the kernel's copying, which the
-   * scheduler then spreads over every core.  Measured under NCCL on the
-   * 16-CPU H200 host (bench/NOTES.md, attempt 28), all-reduce 16-512 MiB,
-   * alternating with the plugin of a thread per stream: at 4 ranks 3
-   * threads a rank (three quarters of its share) gave 3.1-4.0 GB/s against
-   * 6.0-7.2, 16 gave 5.2-6.5; at 2 ranks 6 gave 8.6-12.2 against
-   * 10.5-12.9, 16 gave 8.9-10.8. */
+   * scheduler spreads over every core, and with more threads than CPUs a
+   * stream's socket is seldom left waiting behind another stream's pass.
+   * Measured under NCCL on the 16-CPU H200 host, all-reduce 16-512 MiB at
+   * 4 ranks, alternating (bench/NOTES.md, attempts 28 and 30): 3 threads a
+   * rank gave 3.1-4.0 GB/s against 6.0-7.2 for a thread per stream; in one
+   * sitting, 16 threads 4.9-5.5 (round means), 32 with send passes of up
+   * to 1 MiB 5.2-5.9, and the same code with a thread per stream 5.6-6.1. */
   (void)local_ranks;
-  int n = ncpus > 16 ? 16 : ncpus;
+  int n = ncpus > 16 ? 32 : 2 * ncpus;
   if (n < streams) n = streams;
   return n < 2 ? 2 : n;
 }

@@ -69,11 +69,11 @@ static void check_for_comms(void) {
   }
 }
 
-/* The progress pool: the NIC's CPUs, 2 to 16, never fewer than the
- * streams of one connection. */
+/* The progress pool: two threads per CPU of the NIC, 2 to 32, never fewer
+ * than the streams of one connection. */
 static void check_pool(void) {
-  int cases[][4] = {{16, 1, 4, 16}, {16, 2, 4, 16}, {16, 4, 3, 16}, {8, 8, 2, 8}, {2, 1, 2, 2},
-                    {128, 1, 8, 16}, {128, 8, 4, 16}, {4, 4, 4, 4}, {2, 1, 4, 4}, {1, 1, 1, 2}};
+  int cases[][4] = {{16, 1, 4, 32}, {16, 2, 4, 32}, {16, 4, 3, 32}, {8, 8, 2, 16}, {2, 1, 2, 4},
+                    {128, 1, 8, 32}, {128, 8, 4, 32}, {4, 4, 4, 8}, {2, 1, 8, 8}, {1, 1, 1, 2}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     int got = collx_pool_default(cases[i][0], cases[i][1], cases[i][2]);
     CHECK(got == cases[i][3], "%d CPUs, %d ranks, %d streams: %d threads, expected %d", cases[i][0],

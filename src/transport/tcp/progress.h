@@ -25,8 +25,8 @@ enum tcp_want tcp_stream_serve(struct tcp_stream *s);
 int tcp_stream_fd(const struct tcp_stream *s);
 int tcp_stream_is_send(const struct tcp_stream *s);
 
-/* Bytes one pass over a receive stream moves at most (a send stream: one
- * chunk), so that a thread of the pool turns to its other streams in
+/* Bytes one pass over a stream moves at most (a send stream: whole chunks,
+ * at least one), so that a thread of the pool turns to its other streams in
  * between (a socket may hold megabytes); a pass that stops for this asks to
  * be served again. */
 #define TCP_PASS_BYTES (1u << 20)

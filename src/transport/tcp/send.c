@@ -599,9 +599,13 @@ static enum tcp_want send_pump(struct tcp_stream *s, struct tcp_pass *pass, size
 static int send_serve(struct tcp_stream *s, struct tcp_pass *pass) {
   if (atomic_load(&s->comm->stop)) return TCP_WANT_NOTHING;
   pthread_mutex_lock(&s->lock);
-  /* One chunk a pass: the streams of a comm then take the queue's chunks
-   * in turn, however the pool's threads happen to reach them. */
-  enum tcp_want want = send_pump(s, pass, 1);
+  /* Chunks up to TCP_PASS_BYTES a pass, as a receive pass reads: a thread
+   * that turned to its other streams after every chunk went through its
+   * loop once a chunk and lost all-reduce speed under NCCL (bench/NOTES.md,
+   * attempt 30), and a pass no longer than that keeps the thread's other
+   * streams from waiting long. */
+  size_t chunks = TCP_PASS_BYTES / tcp_cfg.chunk_size;
+  enum tcp_want want = send_pump(s, pass, chunks ? chunks : 1);
   pthread_mutex_unlock(&s->lock);
   return want;
 }
