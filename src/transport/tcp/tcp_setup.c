@@ -65,6 +65,13 @@ static int wire_to_addr(const struct wire_addr *w, struct sockaddr_storage *ss) 
  * travel on both (ctrl_io.c), so that losing path 0 loses none. */
 static int spare_ctrl_wanted(int failover, int paths) { return failover && paths > 1; }
 
+/* A connection's paths: as many as the end with more addresses has
+ * (stream i takes our member i mod ours and their address i mod theirs). */
+static int path_count(int ours, int theirs) {
+  int n = ours > theirs ? ours : theirs;
+  return n < COLLX_MAX_MEMBERS ? n : COLLX_MAX_MEMBERS;
+}
+
 static unsigned failover_flags(int members) {
   return (tcp_cfg.failover ? WIRE_FAILOVER_ON : 0u) | (members > 1 ? WIRE_FAILOVER_MERGED : 0u);
 }
@@ -246,7 +253,7 @@ static const char *start_incoming(struct tcp_listen *l, struct pending *p) {
   in->peer_flags = p->hello.index & 0xffu;
   in->peer_members = p->hello.index >> 8 ? p->hello.index >> 8 : 1;
   in->spare = spare_ctrl_wanted(failover_agreed(in->peer_flags, in->welcome.flags),
-                                in->peer_members > l->nfds ? in->peer_members : l->nfds);
+                                path_count(l->nfds, in->peer_members));
   for (int i = 0; i < l->nfds; i++) addr_to_wire(&l->addrs[i], &in->welcome.addrs[i]);
   sock_tune(in->ctrl_fd);
   return NULL;
@@ -334,11 +341,11 @@ ncclResult_t tcp_accept(struct tcp_listen *l, struct tcp_comm_base **out) {
     struct tcp_comm_sockets sk = {.dev = l->dev, .devname = l->devname, .peer = in->peer,
                                   .ctrl_fd = in->ctrl_fd, .nstreams = in->nstreams, .stream_fds = in->fds,
                                   .max_chunk = tcp_cfg.chunk_size,
-                                  .paths = in->peer_members > l->nfds ? in->peer_members : l->nfds,
+                                  .paths = path_count(l->nfds, in->peer_members),
                                   .failover = failover_agreed(in->peer_flags, in->welcome.flags),
                                   .spare_ctrl = in->spare, .spare_ctrl_fd = in->fds[in->nstreams]};
     char local[COLLX_MAX_MEMBERS][64];
-    for (int p = 0; p < sk.paths && p < COLLX_MAX_MEMBERS; p++) {
+    for (int p = 0; p < sk.paths; p++) {
       sk.path_nic[p] = collx_addr_str((const struct sockaddr *)&l->addrs[p % l->nfds], local[p], sizeof local[p]);
       sk.path_local[p] = &l->addrs[p % l->nfds];
     }
@@ -646,8 +653,8 @@ static ncclResult_t stage_welcome(const struct collx_device *dev, struct tcp_con
     return ncclRemoteError;
   }
   c->nstreams = w->nstreams;
-  int paths = dev->nmembers > w->naddrs ? dev->nmembers : w->naddrs;
-  c->spare = spare_ctrl_wanted(failover_agreed(failover_flags(dev->nmembers), w->flags), paths);
+  c->spare = spare_ctrl_wanted(failover_agreed(failover_flags(dev->nmembers), w->flags),
+                               path_count(dev->nmembers, w->naddrs));
   c->stage = STAGE_STREAMS;
   return ncclSuccess;
 }
@@ -657,8 +664,7 @@ static ncclResult_t stage_welcome(const struct collx_device *dev, struct tcp_con
 static void connector_paths(const struct collx_device *dev, const struct tcp_connecting *c,
                             struct tcp_comm_sockets *sk, char (*peer_addr)[64], struct sockaddr_storage *remote) {
   int n = c->welcome.naddrs;
-  sk->paths = dev->nmembers > n ? dev->nmembers : n;
-  if (sk->paths > COLLX_MAX_MEMBERS) sk->paths = COLLX_MAX_MEMBERS;
+  sk->paths = path_count(dev->nmembers, n);
   sk->failover = failover_agreed(failover_flags(dev->nmembers), c->welcome.flags);
   for (int p = 0; p < sk->paths; p++) {
     const struct collx_netif *m = &dev->members[p % dev->nmembers];
