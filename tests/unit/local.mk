@@ -105,3 +105,10 @@ check_PROGRAMS += tests/unit/test_engine
 TESTS += tests/unit/test_engine
 tests_unit_test_engine_SOURCES = tests/unit/test_engine.c
 tests_unit_test_engine_LDADD = libcollx-tcp.la
+
+# test_rejoin: a lost path's new sockets (rejoin.c) against a raw socket:
+# a late hello, a wrong one, none; a new socket the receiver drops.
+check_PROGRAMS += tests/unit/test_rejoin
+TESTS += tests/unit/test_rejoin
+tests_unit_test_rejoin_SOURCES = tests/unit/test_rejoin.c
+tests_unit_test_rejoin_LDADD = libcollx-tcp.la

@@ -155,6 +155,13 @@ struct tcp_paths {
   size_t io[TCP_MAX_STREAMS];     /* hello bytes sent or read */
   int connected[TCP_MAX_STREAMS];
   unsigned ready;                 /* streams whose new socket has passed its hello */
+  /* Receiver: sockets accepted whose hello is not whole yet (by slot, not
+   * by stream: the hello names the stream) */
+  int pend_fd[TCP_MAX_STREAMS];
+  struct wire_hello pend_hello[TCP_MAX_STREAMS];
+  size_t pend_got[TCP_MAX_STREAMS];
+  double pend_since[TCP_MAX_STREAMS];
+  int pend_path[TCP_MAX_STREAMS];
 };
 
 struct tcp_comm_base {

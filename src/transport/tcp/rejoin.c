@@ -19,7 +19,6 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <string.h>
-#include <time.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -72,37 +71,57 @@ static int hello_stream(const struct tcp_comm_base *c, const struct wire_hello *
   return i;
 }
 
-/* Take one connection waiting on path p's listener, if any, into the
- * slot of the stream its hello names once that is in. */
-static void accept_one(struct tcp_comm_base *c, int path) {
-  struct tcp_paths *ps = c->paths;
-  int fd = accept4(ps->p[path].listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-  if (fd < 0) return;
-  /* The hello is 24 bytes sent at once on a fresh connection: give it a
-   * moment rather than keep half-read sockets. */
-  struct wire_hello h;
-  size_t got = 0;
-  double until = tcp_now() + 0.05;
-  enum sock_io io;
-  while ((io = sock_recv_some(fd, &h, sizeof h, &got)) == SOCK_IO_AGAIN && tcp_now() < until) {
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
+static void pending_close(struct tcp_paths *ps, int k) {
+  close(ps->pend_fd[k]);
+  ps->pend_fd[k] = -1;
+}
+
+/* Take the connections waiting on path p's listener into free pending
+ * slots.  Their hellos are read as they come, over as many of the
+ * watchdog's looks as need be: a sender's hello may follow its connect by
+ * one of its own watchdog's ticks. */
+static void pending_take(struct tcp_paths *ps, int path, double now) {
+  for (int k = 0; k < TCP_MAX_STREAMS; k++) {
+    if (ps->pend_fd[k] >= 0) continue;
+    int fd = accept4(ps->p[path].listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    ps->pend_fd[k] = fd;
+    ps->pend_got[k] = 0;
+    ps->pend_since[k] = now;
+    ps->pend_path[k] = path;
   }
-  int i = io == SOCK_IO_DONE ? hello_stream(c, &h, path) : -1;
+}
+
+/* Read what has come of pending socket k's hello; once whole, the socket
+ * goes to the slot of the stream it names.  A wrong hello, or none whole
+ * within REJOIN_ATTEMPT_S, closes it: the sender then connects again. */
+static void pending_advance(struct tcp_comm_base *c, int k, double now) {
+  struct tcp_paths *ps = c->paths;
+  enum sock_io io = sock_recv_some(ps->pend_fd[k], &ps->pend_hello[k], sizeof ps->pend_hello[k], &ps->pend_got[k]);
+  if (io == SOCK_IO_AGAIN && now - ps->pend_since[k] <= REJOIN_ATTEMPT_S) return;
+  int i = io == SOCK_IO_DONE ? hello_stream(c, &ps->pend_hello[k], ps->pend_path[k]) : -1;
   if (i < 0 || ps->fd[i] >= 0) {
-    close(fd);
+    COLLX_INFO(COLLX_LOG_NET, "receive connection from %s on device %s: a new socket for path %s dropped (%s)", c->peer,
+               c->devname, ps->p[ps->pend_path[k]].name,
+               io == SOCK_IO_AGAIN ? "no hello in time" : io != SOCK_IO_DONE ? "closed before its hello" :
+               i < 0 ? "a hello for no stream lost on that path" : "its stream has a new socket already");
+    pending_close(ps, k);
     return;
   }
-  sock_tune(fd);
-  ps->fd[i] = fd;
+  sock_tune(ps->pend_fd[k]);
+  ps->fd[i] = ps->pend_fd[k];
+  ps->pend_fd[k] = -1;
   ps->ready |= 1u << i;
 }
 
 unsigned tcp_rejoin_accept(struct tcp_comm_base *c) {
   struct tcp_paths *ps = c->paths;
   if (!ps) return 0;
+  double now = tcp_now();
   for (int p = 0; p < c->npaths; p++)
-    if (ps->p[p].listen_fd >= 0) accept_one(c, p);
+    if (ps->p[p].listen_fd >= 0) pending_take(ps, p, now);
+  for (int k = 0; k < TCP_MAX_STREAMS; k++)
+    if (ps->pend_fd[k] >= 0) pending_advance(c, k, now);
   return ps->ready;
 }
 
@@ -114,6 +133,8 @@ unsigned tcp_rejoin_path_done(struct tcp_comm_base *c, unsigned swapped) {
     if (pp->listen_fd < 0 || !(swapped & path) || (atomic_load(&c->lost) & path)) continue;
     close(pp->listen_fd);
     pp->listen_fd = -1;
+    for (int k = 0; k < TCP_MAX_STREAMS; k++)
+      if (c->paths->pend_fd[k] >= 0 && c->paths->pend_path[k] == p) pending_close(c->paths, k);
     done |= path;
   }
   return done;
@@ -159,12 +180,34 @@ static int connect_step(struct tcp_comm_base *c, int i) {
   return io == SOCK_IO_DONE ? 1 : io == SOCK_IO_AGAIN ? 0 : -1;
 }
 
+/* Has the receiver closed the new socket of stream i (whose hello is out)
+ * before putting it in place?  It writes nothing on it, so any byte, end
+ * or error means so. */
+static int dropped_by_peer(const struct tcp_paths *ps, int i) {
+  char b;
+  ssize_t n = recv(ps->fd[i], &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+/* New sockets the receiver dropped (a hello too late, say) start over. */
+static void drop_refused(struct tcp_comm_base *c, int p, unsigned waiting, double now) {
+  struct tcp_paths *ps = c->paths;
+  for (int i = 0; i < c->nstreams; i++) {
+    if (!(waiting >> i & 1) || !dropped_by_peer(ps, i)) continue;
+    COLLX_INFO(COLLX_LOG_NET, "send connection with %s on device %s: the receiver dropped the new socket of stream "
+               "%d on path %s; connecting again", c->peer, c->devname, i, ps->p[p].name);
+    new_socket_close(ps, i);
+    ps->p[p].next_try = now + REJOIN_ATTEMPT_S;
+  }
+}
+
 unsigned tcp_rejoin_connect(struct tcp_comm_base *c, double now) {
   struct tcp_paths *ps = c->paths;
   if (!ps) return 0;
   unsigned lost = atomic_load(&c->lost);
   for (int p = 0; p < c->npaths; p++) {
     struct tcp_path *pp = &ps->p[p];
+    drop_refused(c, p, tcp_path_streams(c, p) & lost & ps->ready, now);
     unsigned path = tcp_path_streams(c, p) & lost & ~ps->ready;
     if (!pp->port || !path || !pp->have_remote) continue;
     int inflight = 0;

@@ -1,0 +1,181 @@
+/* A lost path's new sockets (src/transport/tcp/rejoin.c) over loopback,
+ * with a raw socket playing the other end:
+ *   receiver: a hello that follows its connect by 300 ms (one of the
+ *   sender's watchdog ticks and more) still puts the socket in place; a
+ *   hello for a stream that is not lost, or none within a second, closes
+ *   the socket;
+ *   sender: a new socket the receiver closes after its hello is connected
+ *   again once the retry time has passed. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "transport/tcp/comm.h"
+#include "transport/tcp/tcp.h"
+#include "../common/check.h"
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+static struct sockaddr_storage loopback(uint16_t port) {
+  struct sockaddr_storage ss = {0};
+  struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+  a->sin_family = AF_INET;
+  a->sin_port = htons(port);
+  a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return ss;
+}
+
+/* A comm of 2 streams over 2 paths on loopback, stream 0 (path 0) lost. */
+static struct tcp_comm_base *comm_with_lost_stream(struct sockaddr_storage *addr) {
+  struct tcp_comm_base *c = calloc(1, sizeof *c);
+  if (!c) exit(1);
+  snprintf(c->peer, sizeof c->peer, "test peer");
+  snprintf(c->devname, sizeof c->devname, "lo+lo");
+  c->nstreams = 2;
+  struct tcp_comm_sockets sk = {.paths = 2, .failover = 1};
+  for (int p = 0; p < 2; p++) sk.path_local[p] = sk.path_remote[p] = addr;
+  if (tcp_failover_init(c, &sk) != 0 || !c->paths) exit(1);
+  atomic_store(&c->lost, 1u);
+  return c;
+}
+
+static int raw_connect(uint16_t port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_storage to = loopback(port);
+  if (fd < 0 || connect(fd, (struct sockaddr *)&to, sizeof(struct sockaddr_in)) != 0) {
+    perror("connect");
+    exit(1);
+  }
+  return fd;
+}
+
+static struct wire_hello hello_for(int stream, uint64_t token) {
+  return (struct wire_hello){.magic = WIRE_MAGIC, .version = WIRE_VERSION, .kind = WIRE_HELLO_DATA,
+                             .index = (uint16_t)stream, .secret = token};
+}
+
+/* 1 when the receiver closed fd: its end is readable with nothing in it. */
+static int closed_by_receiver(int fd, int wait_ms) {
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  if (poll(&p, 1, wait_ms) <= 0) return 0;
+  char b;
+  return recv(fd, &b, 1, MSG_DONTWAIT) <= 0;
+}
+
+static void test_receiver(void) {
+  struct sockaddr_storage addr = loopback(0);
+  struct tcp_comm_base *c = comm_with_lost_stream(&addr);
+  uint16_t port = 0;
+  CHECK(tcp_rejoin_listen(c, 0, &port) == 0 && port != 0, "the receiver listens for path 0");
+  uint64_t token = c->paths->token;
+
+  /* A hello that comes 300 ms after its connect. */
+  int late = raw_connect(port);
+  sleep_ms(20);
+  CHECK(tcp_rejoin_accept(c) == 0, "nothing in place before the hello");
+  sleep_ms(300);
+  CHECK(tcp_rejoin_accept(c) == 0, "nothing in place 300 ms on, still no hello");
+  struct wire_hello h = hello_for(0, token);
+  CHECK(send(late, &h, sizeof h, 0) == (ssize_t)sizeof h, "hello sent");
+  sleep_ms(20);
+  CHECK(tcp_rejoin_accept(c) == 1u, "a hello 300 ms after its connect puts the socket in place for stream 0 (%#x)",
+        c->paths->ready);
+  CHECK(!closed_by_receiver(late, 50), "the socket put in place stays open");
+
+  /* A hello for stream 1, which is not lost. */
+  int wrong = raw_connect(port);
+  h = hello_for(1, token);
+  CHECK(send(wrong, &h, sizeof h, 0) == (ssize_t)sizeof h, "hello sent");
+  sleep_ms(20);
+  tcp_rejoin_accept(c);
+  CHECK(closed_by_receiver(wrong, 500), "a hello for a stream that is not lost closes the socket");
+
+  /* No hello at all. */
+  int mute = raw_connect(port);
+  sleep_ms(20);
+  tcp_rejoin_accept(c);
+  CHECK(!closed_by_receiver(mute, 0), "a socket without a hello yet is kept a while");
+  sleep_ms(1100);
+  tcp_rejoin_accept(c);
+  CHECK(closed_by_receiver(mute, 500), "a socket without a hello for over a second is closed");
+
+  close(late);
+  close(wrong);
+  close(mute);
+  tcp_failover_free(c);
+  free(c);
+}
+
+/* A connection waiting on lfd within wait_ms, or -1. */
+static int accept_within(int lfd, int wait_ms) {
+  struct pollfd p = {.fd = lfd, .events = POLLIN};
+  return poll(&p, 1, wait_ms) == 1 ? accept(lfd, NULL, NULL) : -1;
+}
+
+/* Its hello, read within a second. */
+static int read_hello(int fd, struct wire_hello *h) {
+  struct timeval tv = {.tv_sec = 1};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return recv(fd, h, sizeof *h, MSG_WAITALL) == (ssize_t)sizeof *h ? 0 : -1;
+}
+
+static void test_sender(void) {
+  /* The test's listener plays the receiver. */
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_storage any = loopback(0), bound;
+  socklen_t len = sizeof bound;
+  if (lfd < 0 || bind(lfd, (struct sockaddr *)&any, sizeof(struct sockaddr_in)) != 0 || listen(lfd, 4) != 0 ||
+      getsockname(lfd, (struct sockaddr *)&bound, &len) != 0) {
+    perror("listener");
+    exit(1);
+  }
+  uint16_t port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
+  struct sockaddr_storage addr = loopback(0);
+  struct tcp_comm_base *c = comm_with_lost_stream(&addr);
+  const uint64_t token = 0x1234abcdULL;
+  tcp_rejoin_offer(c, 0, port, token);
+
+  double now = tcp_now();
+  unsigned ready = 0;
+  for (int t = 0; t < 100 && !(ready & 1u); t++, sleep_ms(5)) ready = tcp_rejoin_connect(c, now);
+  CHECK(ready == 1u, "the sender's new socket for stream 0 has sent its hello (%#x)", ready);
+  int got = accept_within(lfd, 1000);
+  struct wire_hello h = {0};
+  CHECK(got >= 0 && read_hello(got, &h) == 0, "the receiver's end reads a hello");
+  CHECK(h.kind == WIRE_HELLO_DATA && h.index == 0 && h.secret == token, "the hello names stream 0 and the token");
+
+  /* The receiver drops it (as when the hello came too late). */
+  if (got >= 0) close(got);
+  sleep_ms(20);
+  ready = tcp_rejoin_connect(c, now);
+  CHECK(ready == 0, "a new socket the receiver closed is given up (%#x)", ready);
+  struct pollfd p = {.fd = lfd, .events = POLLIN};
+  CHECK(poll(&p, 1, 50) == 0, "no new connect before the retry time");
+  for (int t = 0; t < 100 && !(ready & 1u); t++, sleep_ms(5)) ready = tcp_rejoin_connect(c, now + 1.5);
+  CHECK(ready == 1u, "after the retry time the sender connects again and sends its hello (%#x)", ready);
+  got = accept_within(lfd, 1000);
+  CHECK(got >= 0 && read_hello(got, &h) == 0 && h.index == 0, "the receiver's end gets the new connection and its hello");
+  if (got >= 0) close(got);
+  close(lfd);
+  tcp_failover_free(c);
+  free(c);
+}
+
+int main(void) {
+  tcp_cfg.chunk_size = 512 * 1024;
+  test_receiver();
+  test_sender();
+  printf("test_rejoin: %d checks, %d failed\n", checks, failures);
+  return failures != 0;
+}
