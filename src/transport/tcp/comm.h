@@ -151,9 +151,9 @@ struct tcp_paths {
   uint64_t token;                 /* the receiver's: new sockets must name it */
   /* New sockets for streams coming back, by stream index */
   int fd[TCP_MAX_STREAMS];
-  struct wire_hello hello[TCP_MAX_STREAMS];
-  size_t io[TCP_MAX_STREAMS];     /* hello bytes sent or read */
-  int connected[TCP_MAX_STREAMS];
+  struct wire_hello hello[TCP_MAX_STREAMS]; /* sender: the hello each sends */
+  size_t io[TCP_MAX_STREAMS];     /* sender: hello bytes sent */
+  int connected[TCP_MAX_STREAMS]; /* sender */
   unsigned ready;                 /* streams whose new socket has passed its hello */
   /* Receiver: sockets accepted whose hello is not whole yet (by slot, not
    * by stream: the hello names the stream) */
