@@ -2,7 +2,8 @@
  * no comm in sight: hundreds of sockets on two threads with every byte
  * checked, writers that fill their socket and wait for room, kicks from
  * another thread, an idle pool that does not spin, a detach that waits
- * out a running serve, and a stale event for a reused slot. */
+ * out a running serve, a stale event for a reused slot, and sources that
+ * stop for their share taking turns. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -272,10 +273,70 @@ static void test_slot_reuse(void) {
   engine_pool_destroy(p);
 }
 
+/* Sources that stop for their share (ENGINE_WANT_AGAIN) with nothing on
+ * their sockets: each is served again by itself, and two on one thread
+ * take turns rather than one running out its passes first. */
+#define AGAIN_PASSES 50
+struct turner {
+  struct engine_source src;
+  int id;
+  atomic_int serves;
+};
+static int turn_log[2 * (AGAIN_PASSES + 1)];
+static atomic_int turn_len;
+
+static enum engine_want turner_serve(struct engine_source *src, int *moved) {
+  struct turner *t = (struct turner *)src;
+  (void)moved;
+  int n = atomic_fetch_add(&t->serves, 1) + 1;
+  int at = atomic_fetch_add(&turn_len, 1);
+  if (at < (int)(sizeof turn_log / sizeof turn_log[0])) turn_log[at] = t->id;
+  return n <= AGAIN_PASSES ? ENGINE_WANT_AGAIN : ENGINE_WANT_KICK;
+}
+
+static int turners_done(void *arg) {
+  struct turner *t = arg;
+  return atomic_load(&t[0].serves) > AGAIN_PASSES && atomic_load(&t[1].serves) > AGAIN_PASSES;
+}
+
+static void test_again_takes_turns(void) {
+  struct engine_pool_config cfg = {.threads = 1};
+  struct engine_pool *p = engine_pool_create(&cfg);
+  CHECK(p != NULL, "pool created");
+  if (!p) return;
+  int a[2], b[2];
+  socket_pair(a);
+  socket_pair(b);
+  static struct turner t[2];
+  t[0] = (struct turner){.src = {.fd = a[1], .serve = turner_serve}, .id = 0};
+  t[1] = (struct turner){.src = {.fd = b[1], .serve = turner_serve}, .id = 1};
+  atomic_store(&turn_len, 0);
+  engine_attach(p, 0, &t[0].src);
+  engine_attach(p, 0, &t[1].src);
+  CHECK(wait_until(turners_done, t, 5000), "each source served again by itself (%d and %d serves)",
+        atomic_load(&t[0].serves), atomic_load(&t[1].serves));
+  int switches = 0, len = atomic_load(&turn_len);
+  for (int i = 1; i < len && i < (int)(sizeof turn_log / sizeof turn_log[0]); i++) switches += turn_log[i] != turn_log[i - 1];
+  CHECK(switches >= AGAIN_PASSES, "they took turns (%d switches in %d serves)", switches, len);
+  sleep_ms(50);
+  int serves = atomic_load(&t[0].serves) + atomic_load(&t[1].serves);
+  sleep_ms(100);
+  CHECK(atomic_load(&t[0].serves) + atomic_load(&t[1].serves) == serves,
+        "once they wait for a kick they are served no more");
+  engine_detach(&t[0].src);
+  engine_detach(&t[1].src);
+  engine_pool_destroy(p);
+  close(a[0]);
+  close(a[1]);
+  close(b[0]);
+  close(b[1]);
+}
+
 int main(void) {
   test_many_sockets();
   test_detach_waits();
   test_slot_reuse();
+  test_again_takes_turns();
   printf("%d checks, %d failed\n", checks, failures);
   return failures ? 1 : 0;
 }

@@ -37,6 +37,7 @@ struct engine_loop {
   atomic_int stop;
   atomic_int sleeping;     /* in epoll_wait, or about to be: kicks write wakefd */
   atomic_int nsources;
+  atomic_int nkicks;       /* on the kick list: read without the lock */
   pthread_mutex_t busy;    /* held while serving a round */
   pthread_mutex_t lock;    /* the slot table and the kick list */
   struct engine_source **slots;
@@ -81,6 +82,10 @@ static int slots_grow(struct engine_loop *l) {
   return 0;
 }
 
+static uint64_t slot_tag(const struct engine_loop *l, uint32_t k) {
+  return (uint64_t)l->gens[k] << 32 | k;
+}
+
 static int slot_take(struct engine_loop *l, struct engine_source *src) {
   uint32_t k;
   if (l->nfree) {
@@ -91,11 +96,8 @@ static int slot_take(struct engine_loop *l, struct engine_source *src) {
   }
   l->slots[k] = src;
   src->slot = k;
+  src->tag = slot_tag(l, k);
   return 0;
-}
-
-static uint64_t slot_tag(const struct engine_loop *l, uint32_t k) {
-  return (uint64_t)l->gens[k] << 32 | k;
 }
 
 static struct engine_source *slot_find(const struct engine_loop *l, uint64_t tag) {
@@ -127,6 +129,7 @@ void engine_kick(struct engine_source *src) {
   if (!queued) {
     src->kick_next = l->kicks;
     l->kicks = src;
+    atomic_fetch_add(&l->nkicks, 1);
   }
   pthread_mutex_unlock(&l->lock);
   if (queued) return;
@@ -139,6 +142,7 @@ static void kicks_unlink(struct engine_loop *l, struct engine_source *src) {
   for (struct engine_source **p = &l->kicks; *p; p = &(*p)->kick_next)
     if (*p == src) {
       *p = src->kick_next;
+      atomic_fetch_sub(&l->nkicks, 1);
       return;
     }
 }
@@ -169,16 +173,18 @@ static void wake_drain(struct engine_loop *l) {
  * those kicked.  Returns how many. */
 static uint32_t round_collect(struct engine_loop *l, const struct epoll_event *ev, int nev) {
   uint32_t n = 0;
+  int woken = 0;
   l->round++;
   pthread_mutex_lock(&l->lock);
   for (int i = 0; i < nev; i++) {
     if (ev[i].data.u64 == ENGINE_WAKE_TAG)
-      wake_drain(l);
+      woken = 1;
     else
       todo_add(l, &n, slot_find(l, ev[i].data.u64));
   }
   /* The list holds the newest kick first: serve in the order of kicking. */
   struct engine_source *k = NULL, *keep = NULL;
+  int kept = 0;
   while (l->kicks) {
     struct engine_source *next = l->kicks->kick_next;
     l->kicks->kick_next = k;
@@ -193,11 +199,15 @@ static uint32_t round_collect(struct engine_loop *l, const struct epoll_event *e
     } else {
       k->kick_next = keep;
       keep = k;
+      kept++;
     }
     k = next;
   }
   l->kicks = keep;
+  atomic_store(&l->nkicks, kept);
   pthread_mutex_unlock(&l->lock);
+  /* Outside the lock: a kicker never waits for this thread's syscall. */
+  if (woken) wake_drain(l);
   return n;
 }
 
@@ -209,10 +219,7 @@ static uint32_t want_events(enum engine_want w) {
 static void interest_set(struct engine_loop *l, struct engine_source *src, enum engine_want w) {
   uint32_t events = want_events(w);
   if (events == src->interest) return;
-  struct epoll_event e = {.events = events};
-  pthread_mutex_lock(&l->lock);
-  e.data.u64 = slot_tag(l, src->slot);
-  pthread_mutex_unlock(&l->lock);
+  struct epoll_event e = {.events = events, .data.u64 = src->tag};
   int op = !src->interest ? EPOLL_CTL_ADD : !events ? EPOLL_CTL_DEL : EPOLL_CTL_MOD;
   if (epoll_ctl(l->epfd, op, src->fd, &e) == 0) {
     src->interest = events;
@@ -229,18 +236,19 @@ static int loop_round(struct engine_loop *l, const struct epoll_event *ev, int n
   int moved = 0;
   for (uint32_t i = 0; i < n; i++) {
     struct engine_source *src = l->todo[i];
-    interest_set(l, src, src->serve(src, &moved));
+    enum engine_want want = src->serve(src, &moved);
+    /* Its socket is watched as before; the kick brings it back after the
+     * round's other sources had their turn. */
+    if (want == ENGINE_WANT_AGAIN)
+      engine_kick(src);
+    else
+      interest_set(l, src, want);
   }
   pthread_mutex_unlock(&l->busy);
   return moved;
 }
 
-static int kicks_waiting(struct engine_loop *l) {
-  pthread_mutex_lock(&l->lock);
-  int any = l->kicks != NULL;
-  pthread_mutex_unlock(&l->lock);
-  return any;
-}
+static int kicks_waiting(struct engine_loop *l) { return atomic_load(&l->nkicks) > 0; }
 
 static void *loop_main(void *arg) {
   struct engine_loop *l = arg;

@@ -21,6 +21,8 @@ enum engine_want {
   ENGINE_WANT_READ,    /* call serve when the socket has bytes */
   ENGINE_WANT_WRITE,   /* call serve when the socket has room */
   ENGINE_WANT_KICK,    /* call serve when kicked (no interest in the socket) */
+  ENGINE_WANT_AGAIN,   /* call serve again next round (it stopped for its share,
+                          not for the socket): no change to what is watched */
   ENGINE_WANT_NOTHING, /* finished: only a kick brings serve back */
 };
 
@@ -33,6 +35,7 @@ struct engine_source {
   /* The engine's own: set by engine_attach. */
   struct engine_loop *loop;
   uint32_t slot;
+  uint64_t tag;       /* its slot and the slot's generation, the epoll key */
   uint32_t interest;  /* epoll events registered now; 0: not in the set (loop thread) */
   atomic_int kicked;  /* on the loop's kick list (the loop's lock) */
   struct engine_source *kick_next;

@@ -12,7 +12,7 @@
 #include "comm.h"
 
 /* What a stream waits for after a pass. */
-enum tcp_want { TCP_WANT_READ, TCP_WANT_WRITE, TCP_WANT_WORK, TCP_WANT_NOTHING };
+enum tcp_want { TCP_WANT_READ, TCP_WANT_WRITE, TCP_WANT_WORK, TCP_WANT_AGAIN, TCP_WANT_NOTHING };
 struct tcp_stream;
 /* One non-blocking pass over a stream: a receive stream reads what has
    arrived, a send stream writes queued chunks until the socket is full or
@@ -20,7 +20,8 @@ struct tcp_stream;
    with trylock, stepping aside when a caller holds it). Returns what to
    wait for next: READ (receive: socket dry), WRITE (send: socket full),
    WORK (send: queue empty), NOTHING (stream finished: eof, comm failed or
-   stopped). */
+   stopped), AGAIN (send: stopped at TCP_PASS_BYTES with the socket
+   still taking more). */
 enum tcp_want tcp_stream_serve(struct tcp_stream *s);
 int tcp_stream_fd(const struct tcp_stream *s);
 int tcp_stream_is_send(const struct tcp_stream *s);

@@ -81,6 +81,7 @@ static enum engine_want serve_stream(struct engine_source *src, int *moved) {
   case TCP_WANT_READ: return ENGINE_WANT_READ;
   case TCP_WANT_WRITE: return ENGINE_WANT_WRITE;
   case TCP_WANT_WORK: return ENGINE_WANT_KICK;
+  case TCP_WANT_AGAIN: return ENGINE_WANT_AGAIN;
   default: return ENGINE_WANT_NOTHING;
   }
 }

@@ -593,7 +593,8 @@ static enum tcp_want send_pump(struct tcp_stream *s, struct tcp_pass *pass, size
   while (sent < max_chunks && send_step(s)) sent++;
   pass->moved = sent > 0;
   if (tcp_comm_failed(s->comm) || tcp_stream_lost(s->comm, s->index)) return TCP_WANT_NOTHING;
-  return sent == max_chunks || send_comm_of(s->comm)->tx[s->index].req ? TCP_WANT_WRITE : TCP_WANT_WORK;
+  if (send_comm_of(s->comm)->tx[s->index].req) return TCP_WANT_WRITE;
+  return sent == max_chunks ? TCP_WANT_AGAIN : TCP_WANT_WORK;
 }
 
 static int send_serve(struct tcp_stream *s, struct tcp_pass *pass) {
