@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "util/launcher.h"
@@ -203,8 +204,33 @@ int collx_topo_pool_threads(int dev) {
 struct alloc_hdr {
   uint64_t magic;
   size_t total;
-  int bound; /* 1: hwloc_alloc_membind, 0: posix_memalign */
+  int bound; /* 1: hwloc_alloc_membind, 0: ordinary_pages */
 };
+
+/* Whole pages of ordinary memory.  From mmap rather than the heap: a
+ * page-aligned heap block costs up to a page of slack besides its own
+ * (the allocator's header must fit before the boundary), and a comm is
+ * a few such blocks (bench/NOTES.md, attempt 32).  Under AddressSanitizer
+ * from the heap, so that its redzones still catch a write past the end. */
+static void *ordinary_pages(size_t total, size_t page) {
+#ifdef __SANITIZE_ADDRESS__
+  void *m = NULL;
+  return posix_memalign(&m, page, total) == 0 ? m : NULL;
+#else
+  (void)page;
+  void *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return m == MAP_FAILED ? NULL : m;
+#endif
+}
+
+static void ordinary_free(void *m, size_t total) {
+#ifdef __SANITIZE_ADDRESS__
+  (void)total;
+  free(m);
+#else
+  munmap(m, total);
+#endif
+}
 
 static int warned_membind;
 
@@ -251,7 +277,7 @@ void *collx_topo_alloc_local(int dev, size_t size) {
   /* Binding needs the real machine and a NIC whose node is known. */
   void *m = d && p->topo->this_system && d->local ? alloc_bound(p, d, total) : NULL;
   int bound = m != NULL;
-  if (!m && posix_memalign(&m, page, total) != 0) return NULL;
+  if (!m && !(m = ordinary_pages(total, page))) return NULL;
   struct alloc_hdr *h = m;
   h->magic = ALLOC_MAGIC;
   h->total = total;
@@ -268,7 +294,7 @@ void collx_topo_free_local(void *ptr) {
   }
   h->magic = 0;
   const struct collx_plan *p = collx_topo_current_plan();
-  if (!h->bound) free(h);
+  if (!h->bound) ordinary_free(h, h->total);
   else if (p) hwloc_free(p->topo->hw, h, h->total);
   else COLLX_WARN("topology: buffer freed after teardown; leaked");
 }
