@@ -23,13 +23,26 @@
 
 #define CT_S 2.0 /* COLLX_CONNECT_TIMEOUT */
 
+/* Named after the harness's process, which removes them at its exit:
+ * each case runs in a child that leaves by _exit (or is killed at its
+ * deadline), where an atexit of its own would never run. */
 static char ns_a[32], ns_b[32];
-
+static int ns_made;
 
 static void ns_cleanup(void) {
   if (!ns_a[0]) return;
-  run_sh(0, "ip netns del %s", ns_a);
-  run_sh(0, "ip netns del %s", ns_b);
+  run_sh(0, "ip netns del %s 2>/dev/null", ns_a);
+  run_sh(0, "ip netns del %s 2>/dev/null", ns_b);
+}
+
+static void ns_names(void) {
+  int id = (int)(getpid() % 100000);
+  snprintf(ns_a, sizeof ns_a, "lv17a%d", id);
+  snprintf(ns_b, sizeof ns_b, "lv17b%d", id);
+}
+
+static void ns_cleanup_at_exit(void) {
+  if (ns_made) ns_cleanup();
 }
 
 /* 0, or LV_SKIP with the reason said. */
@@ -42,15 +55,12 @@ static int ns_setup(void) {
     lv_say("needs ip netns and nft");
     return LV_SKIP;
   }
-  int id = (int)(getpid() % 100000);
-  snprintf(ns_a, sizeof ns_a, "lv17a%d", id);
-  snprintf(ns_b, sizeof ns_b, "lv17b%d", id);
+  ns_cleanup(); /* an earlier case's, killed at its deadline */
   if (run_sh(0, "ip netns add %s", ns_a) || run_sh(0, "ip netns add %s", ns_b)) {
     ns_cleanup();
     lv_say("cannot create network namespaces here");
     return LV_SKIP;
   }
-  atexit(ns_cleanup);
   if (run_sh(0, "ip link add lva netns %s type veth peer name lvb netns %s", ns_a, ns_b) ||
       run_sh(0, "ip -n %s addr add 10.77.17.1/24 dev lva", ns_a) || run_sh(0, "ip -n %s addr add 10.77.17.2/24 dev lvb", ns_b) ||
       run_sh(0, "ip -n %s link set lva up", ns_a) || run_sh(0, "ip -n %s link set lvb up", ns_b) ||
@@ -187,5 +197,8 @@ int main(int argc, char **argv) {
       {"host-dies", host_dies, 25, 0},
       {"accept-late", accept_late, 25, 0},
   };
+  ns_names();
+  ns_made = geteuid() == 0;
+  atexit(ns_cleanup_at_exit);
   return lv_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 }
