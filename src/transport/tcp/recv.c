@@ -249,14 +249,21 @@ static int read_stream(struct tcp_stream *s, int small_only, size_t budget) {
 
 /* ---- failover: streams the sender gave up ---------------------------------- */
 
+/* A stream with a new socket starts afresh.  Caller holds s->lock. */
+static void recv_stream_reset(struct tcp_stream *s) {
+  struct tcp_recv_stream *t = &recv_comm_of(s->comm)->rx[s->index];
+  t->req = NULL;
+  t->done = 0;
+  t->skip = 0;
+  t->stage_pos = t->stage_len = 0;
+}
+
 /* Stop reading stream s for good; forget the chunk it was in the middle
  * of, which the sender writes again elsewhere.  Caller holds s->lock. */
 static void stream_give_up(struct tcp_recv_comm *c, struct tcp_stream *s) {
   struct tcp_recv_stream *t = &c->rx[s->index];
   if (t->req) tcp_entry_unclaim(c, t->req, t->hdr.idx, t->hdr.offset, t->hdr.len, t->hdr.total);
-  t->req = NULL;
-  t->skip = 0;
-  t->stage_pos = t->stage_len = 0;
+  recv_stream_reset(s);
 }
 
 /* Act on LOST notices: the streams they name are read no more, and the
@@ -339,15 +346,6 @@ static void paths_rejoin(struct tcp_recv_comm *c) {
   tcp_rejoin_swap(&c->base, ready);
   unsigned back = tcp_rejoin_path_done(&c->base, ready);
   if (back) tcp_recv_owe_rejoined(c, back);
-}
-
-/* A stream with a new socket starts afresh.  Caller holds s->lock. */
-static void recv_stream_reset(struct tcp_stream *s) {
-  struct tcp_recv_stream *t = &recv_comm_of(s->comm)->rx[s->index];
-  t->req = NULL;
-  t->done = 0;
-  t->skip = 0;
-  t->stage_pos = t->stage_len = 0;
 }
 
 /* The watchdog's tick: a heartbeat on the control socket and, with
