@@ -34,11 +34,11 @@ struct engine_source {
   enum engine_want (*serve)(struct engine_source *src, int *moved);
   /* The engine's own: set by engine_attach. */
   struct engine_loop *loop;
-  uint32_t slot;
   uint64_t tag;       /* its slot and the slot's generation, the epoll key */
+  struct engine_source *kick_next;
+  uint32_t slot;
   uint32_t interest;  /* epoll events registered now; 0: not in the set (loop thread) */
   atomic_int kicked;  /* on the loop's kick list (the loop's lock) */
-  struct engine_source *kick_next;
   uint32_t round;     /* the loop's round that last took it (loop thread) */
 };
 
