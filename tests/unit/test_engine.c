@@ -154,8 +154,9 @@ static void test_many_sockets(void) {
   struct engine_pool *p = engine_pool_create(&cfg);
   CHECK(p != NULL, "pool created");
   if (!p) return;
-  for (int t = 0; t < 1000 && count_threads() < before + 2; t++) sleep_ms(1); /* named as they start */
-  CHECK(count_threads() == before + 2, "a pool of 2 runs 2 threads (%d)", count_threads() - before);
+  sleep_ms(20);
+  CHECK(count_threads() == before && engine_pool_started(p) == 0, "a new pool runs no thread (%d)",
+        count_threads() - before);
   for (int i = 0; i < PAIRS; i++) {
     int sv[2];
     socket_pair(sv);
@@ -163,6 +164,11 @@ static void test_many_sockets(void) {
     readers[i] = (struct reader){.src = {.fd = sv[1], .serve = reader_serve}, .pair = i};
     CHECK(engine_attach(p, engine_pool_least_loaded(p), &writers[i].src) == 0, "attach writer %d", i);
     CHECK(engine_attach(p, engine_pool_least_loaded(p), &readers[i].src) == 0, "attach reader %d", i);
+    if (i == 0) {
+      for (int t = 0; t < 1000 && count_threads() < before + 2; t++) sleep_ms(1); /* named as they start */
+      CHECK(count_threads() == before + 2 && engine_pool_started(p) == 2,
+            "its first two sources, on two loops, start its 2 threads (%d)", count_threads() - before);
+    }
   }
   size_t want = 0;
   for (int step = 0; step < 4; step++) {
@@ -349,11 +355,40 @@ static void test_again_takes_turns(void) {
   close(b[1]);
 }
 
+/* A pool sized for eight runs only the threads of the loops given a source,
+ * and joins them all at destroy. */
+static void test_threads_start_with_sources(void) {
+  int before = count_threads();
+  struct engine_pool_config cfg = {.threads = 8, .thread_start = name_thread};
+  struct engine_pool *p = engine_pool_create(&cfg);
+  CHECK(p != NULL, "pool created");
+  if (!p) return;
+  int fds[4][2];
+  static const int on[4] = {0, 3, 5, 3};
+  for (int i = 0; i < 4; i++) {
+    socket_pair(fds[i]);
+    readers[i] = (struct reader){.src = {.fd = fds[i][1], .serve = reader_serve}, .pair = i};
+    CHECK(engine_attach(p, on[i], &readers[i].src) == 0, "attach to loop %d", on[i]);
+  }
+  for (int t = 0; t < 1000 && count_threads() < before + 3; t++) sleep_ms(1);
+  sleep_ms(20);
+  CHECK(count_threads() == before + 3 && engine_pool_started(p) == 3,
+        "four sources on three loops of eight: 3 threads (%d)", count_threads() - before);
+  for (int i = 0; i < 4; i++) engine_detach(&readers[i].src);
+  engine_pool_destroy(p);
+  CHECK(count_threads() == before, "none left after destroy (%d)", count_threads() - before);
+  for (int i = 0; i < 4; i++) {
+    close(fds[i][0]);
+    close(fds[i][1]);
+  }
+}
+
 int main(void) {
   test_many_sockets();
   test_detach_waits();
   test_slot_reuse();
   test_again_takes_turns();
+  test_threads_start_with_sources();
   printf("%d checks, %d failed\n", checks, failures);
   return failures ? 1 : 0;
 }

@@ -34,6 +34,7 @@ struct engine_loop {
   int index;
   int epfd, wakefd;
   pthread_t thread;
+  int running;             /* thread started (the pool's start_lock) */
   atomic_int stop;
   atomic_int sleeping;     /* in epoll_wait, or about to be: kicks write wakefd */
   atomic_int nsources;
@@ -54,6 +55,8 @@ struct engine_loop {
 struct engine_pool {
   struct engine_pool_config cfg;
   int n;
+  pthread_mutex_t start_lock;  /* starting loops' threads */
+  atomic_int started;
   struct engine_loop loops[];
 };
 
@@ -277,9 +280,14 @@ static int loop_open(struct engine_loop *l) {
   return epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->wakefd, &e);
 }
 
-static void loop_close(struct engine_loop *l) {
+static void loop_fds_close(struct engine_loop *l) {
   if (l->epfd >= 0) close(l->epfd);
   if (l->wakefd >= 0) close(l->wakefd);
+  l->epfd = l->wakefd = -1;
+}
+
+static void loop_close(struct engine_loop *l) {
+  loop_fds_close(l);
   pthread_mutex_destroy(&l->busy);
   pthread_mutex_destroy(&l->lock);
   free(l->slots);
@@ -288,12 +296,37 @@ static void loop_close(struct engine_loop *l) {
   free(l->todo);
 }
 
-static void loops_stop(struct engine_pool *p, int started) {
-  for (int i = 0; i < started; i++) {
+/* A loop's thread starts with the first source put on it, so that a pool
+ * sized for the busiest case costs threads and descriptors only for the
+ * loops in use.  0, or -1 with a WARN. */
+static int loop_start(struct engine_pool *p, struct engine_loop *l) {
+  pthread_mutex_lock(&p->start_lock);
+  int err = 0;
+  if (!l->running) {
+    if (loop_open(l) != 0)
+      err = errno;
+    else
+      err = pthread_create(&l->thread, NULL, loop_main, l);
+    if (err == 0) {
+      l->running = 1;
+      atomic_fetch_add(&p->started, 1);
+    } else {
+      loop_fds_close(l); /* a later attach tries again */
+      COLLX_WARN("progress engine: cannot start thread %d of %d: %s", l->index, p->n, strerror(err));
+    }
+  }
+  pthread_mutex_unlock(&p->start_lock);
+  return err == 0 ? 0 : -1;
+}
+
+static void loops_stop(struct engine_pool *p) {
+  for (int i = 0; i < p->n; i++) {
+    if (!p->loops[i].running) continue;
     atomic_store(&p->loops[i].stop, 1);
     loop_wake(&p->loops[i]);
   }
-  for (int i = 0; i < started; i++) pthread_join(p->loops[i].thread, NULL);
+  for (int i = 0; i < p->n; i++)
+    if (p->loops[i].running) pthread_join(p->loops[i].thread, NULL);
   for (int i = 0; i < p->n; i++) loop_close(&p->loops[i]);
 }
 
@@ -314,30 +347,20 @@ struct engine_pool *engine_pool_create(const struct engine_pool_config *cfg) {
     pthread_mutex_init(&l->busy, NULL);
     pthread_mutex_init(&l->lock, NULL);
   }
-  int started = 0, err = 0;
-  for (; started < n; started++) {
-    if (loop_open(&p->loops[started]) != 0) {
-      err = errno;
-      break;
-    }
-    if ((err = pthread_create(&p->loops[started].thread, NULL, loop_main, &p->loops[started])) != 0) break;
-  }
-  if (started < n) {
-    COLLX_WARN("progress engine: cannot start thread %d of %d: %s", started, n, strerror(err));
-    loops_stop(p, started);
-    free(p);
-    return NULL;
-  }
+  pthread_mutex_init(&p->start_lock, NULL);
   return p;
 }
 
 void engine_pool_destroy(struct engine_pool *p) {
   if (!p) return;
-  loops_stop(p, p->n);
+  loops_stop(p);
+  pthread_mutex_destroy(&p->start_lock);
   free(p);
 }
 
 int engine_pool_threads(const struct engine_pool *p) { return p->n; }
+
+int engine_pool_started(struct engine_pool *p) { return atomic_load(&p->started); }
 
 int engine_pool_least_loaded(struct engine_pool *p) {
   int best = 0;
@@ -348,6 +371,7 @@ int engine_pool_least_loaded(struct engine_pool *p) {
 
 int engine_attach(struct engine_pool *p, int index, struct engine_source *src) {
   struct engine_loop *l = &p->loops[index];
+  if (loop_start(p, l) != 0) return -1;
   src->loop = l;
   src->interest = 0;
   src->round = 0;

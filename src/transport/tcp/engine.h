@@ -54,17 +54,21 @@ struct engine_pool_config {
 
 struct engine_pool;
 
-/* Start the pool's threads.  NULL (with a WARN) when a thread or an epoll
- * set cannot be made; nothing is left running then. */
+/* A pool of cfg->threads loops.  Each loop's thread (and its epoll set and
+ * eventfd) starts with the first source attached to it.  NULL (with a
+ * WARN) when out of memory. */
 struct engine_pool *engine_pool_create(const struct engine_pool_config *cfg);
 /* Stop and join the threads.  No source may be attached. */
 void engine_pool_destroy(struct engine_pool *p);
 int engine_pool_threads(const struct engine_pool *p);
+/* Threads started so far. */
+int engine_pool_started(struct engine_pool *p);
 /* The loop with the fewest sources. */
 int engine_pool_least_loaded(struct engine_pool *p);
 
-/* Put src (fd and serve set) on loop `index`; its first serve comes at
- * once, as if kicked.  0, or -1 with a WARN (src is not attached). */
+/* Put src (fd and serve set) on loop `index`, starting the loop's thread
+ * if need be; its first serve comes at once, as if kicked.  0, or -1 with
+ * a WARN (src is not attached). */
 int engine_attach(struct engine_pool *p, int index, struct engine_source *src);
 /* Have src served soon, whatever it waits for.  Any thread, between
  * attach and detach; cheap when already kicked. */

@@ -5,9 +5,10 @@
  * the pool where it has enough, so that one busy connection still uses as
  * many cores as it has streams, while a thousand comms cost no thread more.
  *
- * A device's pool starts with its first stream and stops with its last,
+ * A device's pool is made with its first stream and stops with its last,
  * so that no plugin thread outlives the last comm (NCCL may dlclose the
- * plugin then).
+ * plugin then); each of its threads starts with the first stream put on
+ * it, so a pool sized for the busiest case costs only the threads in use.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -36,6 +37,7 @@ static struct tcp_pool {
 static void pool_thread_start(void *arg, int index) {
   struct tcp_pool *dp = arg;
   char name[16];
+  atomic_fetch_add(&tcp_live_threads, 1); /* taken off when the pool is joined */
   snprintf(name, sizeof name, "cx-p%u.%d", dp->serial, index);
   pthread_setname_np(pthread_self(), name);
   collx_topo_pin_self(dp->dev, dp->serial, index);
@@ -51,13 +53,10 @@ static struct tcp_pool *pool_get(int dev, int streams) {
     int threads = collx_topo_pool_threads(dev);
     struct engine_pool_config cfg = {.threads = threads, .thread_start = pool_thread_start,
                                      .arg = dp, .spin_s = tcp_spin_seconds()};
-    atomic_fetch_add(&tcp_live_threads, threads);
     dp->pool = engine_pool_create(&cfg);
-    if (!dp->pool) {
-      atomic_fetch_sub(&tcp_live_threads, threads);
-      return NULL;
-    }
-    COLLX_INFO(COLLX_LOG_NET, "device %d: %d progress threads started (cx-p%u.*)", dev, threads, dp->serial);
+    if (!dp->pool) return NULL;
+    COLLX_INFO(COLLX_LOG_NET, "device %d: a pool of up to %d progress threads (cx-p%u.*), each started with "
+               "the first stream put on it", dev, threads, dp->serial);
   }
   dp->streams += streams;
   return dp;
@@ -67,9 +66,9 @@ static struct tcp_pool *pool_get(int dev, int streams) {
 static void pool_put(struct tcp_pool *dp, int streams) {
   dp->streams -= streams;
   if (dp->streams > 0) return;
-  int threads = engine_pool_threads(dp->pool);
+  int started = engine_pool_started(dp->pool);
   engine_pool_destroy(dp->pool); /* joins them */
-  atomic_fetch_sub(&tcp_live_threads, threads);
+  atomic_fetch_sub(&tcp_live_threads, started);
   dp->pool = NULL;
 }
 
