@@ -319,7 +319,10 @@ static int loop_start(struct engine_pool *p, struct engine_loop *l) {
   return err == 0 ? 0 : -1;
 }
 
+/* Under start_lock, so that which loops run is read where it was written,
+ * not through whatever ordered the last attach before this destroy. */
 static void loops_stop(struct engine_pool *p) {
+  pthread_mutex_lock(&p->start_lock);
   for (int i = 0; i < p->n; i++) {
     if (!p->loops[i].running) continue;
     atomic_store(&p->loops[i].stop, 1);
@@ -327,6 +330,7 @@ static void loops_stop(struct engine_pool *p) {
   }
   for (int i = 0; i < p->n; i++)
     if (p->loops[i].running) pthread_join(p->loops[i].thread, NULL);
+  pthread_mutex_unlock(&p->start_lock);
   for (int i = 0; i < p->n; i++) loop_close(&p->loops[i]);
 }
 
