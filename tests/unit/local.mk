@@ -112,3 +112,12 @@ check_PROGRAMS += tests/unit/test_rejoin
 TESTS += tests/unit/test_rejoin
 tests_unit_test_rejoin_SOURCES = tests/unit/test_rejoin.c
 tests_unit_test_rejoin_LDADD = libcollx-tcp.la
+
+# test_ctrl: the control channel (ctrl.c) alone over loopback socket pairs:
+# order on both sockets, partial writes, the switch to the spare at the
+# same byte, the other copy dropped, a writer dying with records queued,
+# heartbeats, what is owed at unlock, end of stream.
+check_PROGRAMS += tests/unit/test_ctrl
+TESTS += tests/unit/test_ctrl
+tests_unit_test_ctrl_SOURCES = tests/unit/test_ctrl.c
+tests_unit_test_ctrl_LDADD = libcollx-tcp.la -ldl

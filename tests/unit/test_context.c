@@ -58,7 +58,7 @@ static int tos_of(int fd) {
 
 /* Every socket of comm c carries `want` (control and data streams). */
 static void expect_tos(const char *what, const struct tcp_comm_base *c, int want) {
-  int got = tos_of(c->ctrl_fd);
+  int got = tos_of(c->ctrl.fd[0]);
   CHECK(got == want, "%s: control socket TOS %#x, expected %#x", what, got, want);
   for (int i = 0; i < c->nstreams; i++) {
     got = tos_of(c->streams[i].fd);

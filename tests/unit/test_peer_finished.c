@@ -31,7 +31,7 @@ int main(void) {
   CHECK(!tcp_recv_peer_finished(c), "finished before the reader saw the receive posted for its waiting message");
 
   /* The control socket is at its end: nothing more can come. */
-  atomic_store(&c->base.ctrl_eof, 1);
+  atomic_store(&c->base.ctrl.eof, 1);
   CHECK(tcp_recv_peer_finished(c), "not finished after the control socket closed");
 
   free(c);

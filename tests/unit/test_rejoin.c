@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "transport/tcp/comm.h"
+#include "transport/tcp/paths.h"
 #include "transport/tcp/tcp.h"
 #include "../common/check.h"
 

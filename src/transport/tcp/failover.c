@@ -18,7 +18,8 @@
 #include <unistd.h>
 #include <sys/socket.h>
 
-#include "comm.h"
+#include "ctrl.h"
+#include "paths.h"
 #include "util/log.h"
 
 int tcp_failover_init(struct tcp_comm_base *c, const struct tcp_comm_sockets *sk) {
@@ -82,51 +83,6 @@ unsigned tcp_path_lose(struct tcp_comm_base *c, int i, const char *why) {
 
 void tcp_path_lost_ctrl(struct tcp_comm_base *c, int path, const char *why) {
   /* The control socket travels on path 0, its spare on path 1. */
-  if (path == 0 || (path == 1 && c->ctrl2_fd >= 0)) tcp_ctrl_lose(c, path, why);
+  if (path == 0 || (path == 1 && tcp_ctrl_has_spare(&c->ctrl))) tcp_ctrl_lose(&c->ctrl, path, why);
 }
 
-/* The kernel's struct tcp_info (uapi linux/tcp.h) as far as the peer's
- * window: glibc's copy stops before the fields this needs, and the kernel
- * fills what it has (the length it returns says how much). */
-struct kernel_tcp_info {
-  uint8_t state, ca_state, retransmits, probes, backoff, options, wscale, flags;
-  uint32_t rto, ato, snd_mss, rcv_mss;
-  uint32_t unacked, sacked, lost, retrans, fackets;
-  uint32_t last_data_sent, last_ack_sent, last_data_recv, last_ack_recv;
-  uint32_t pmtu, rcv_ssthresh, rtt, rttvar, snd_ssthresh, snd_cwnd, advmss, reordering;
-  uint32_t rcv_rtt, rcv_space, total_retrans;
-  uint64_t pacing_rate, max_pacing_rate, bytes_acked, bytes_received;
-  uint32_t segs_out, segs_in, notsent_bytes, min_rtt, data_segs_in, data_segs_out;
-  uint64_t delivery_rate, busy_time, rwnd_limited, sndbuf_limited;
-  uint32_t delivered, delivered_ce;
-  uint64_t bytes_sent, bytes_retrans;
-  uint32_t dsack_dups, reord_seen, rcv_ooopack, snd_wnd;
-};
-_Static_assert(offsetof(struct kernel_tcp_info, unacked) == 24, "tcp_info layout");
-_Static_assert(offsetof(struct kernel_tcp_info, last_ack_recv) == 56, "tcp_info layout");
-_Static_assert(offsetof(struct kernel_tcp_info, bytes_acked) == 120, "tcp_info layout");
-_Static_assert(offsetof(struct kernel_tcp_info, notsent_bytes) == 144, "tcp_info layout");
-_Static_assert(offsetof(struct kernel_tcp_info, snd_wnd) == 228, "tcp_info layout");
-_Static_assert(sizeof(struct kernel_tcp_info) == 232, "tcp_info layout");
-
-int tcp_fd_stalled(int fd, struct tcp_stall *st, double now) {
-  struct kernel_tcp_info ti;
-  socklen_t len = sizeof ti;
-  memset(&ti, 0, sizeof ti);
-  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return 0;
-  int full = len >= sizeof ti;
-  /* Bytes waiting: sent and not acknowledged, or not sent at all (a local
-   * link that is down fails every transmission, and they stay unsent).
-   * Unsent bytes against a closed window are a busy peer, not a dead one. */
-  int waiting = ti.unacked > 0 || (full && ti.notsent_bytes > 0 && ti.snd_wnd > 0);
-  if (!waiting || (full && ti.bytes_acked != st->acked)) {
-    st->acked = ti.bytes_acked;
-    st->since = waiting ? now : 0;
-    return 0;
-  }
-  /* Waiting since we first saw it so, acknowledged nothing since: after
-   * an idle spell the last ACK is old while new bytes are on their first
-   * trip. */
-  if (st->since == 0) st->since = now;
-  return now - st->since >= tcp_cfg.failover_ms * 1e-3 && ti.last_ack_recv >= (unsigned)tcp_cfg.failover_ms;
-}

@@ -5,10 +5,8 @@
  */
 #include <stdatomic.h>
 
-#include "comm.h"
+#include "comm_life.h"
 #include "util/log.h"
-
-struct collx_config tcp_cfg;
 
 static ncclResult_t ops_init(const struct collx_config *cfg) {
   tcp_cfg = *cfg;
@@ -39,10 +37,19 @@ static ncclResult_t ops_irecv(void *recv_comm, int n, void **data, const size_t 
 }
 
 static ncclResult_t ops_test(void *request, int *done, size_t *sizes) {
-  return tcp_test(request, done, sizes);
+  struct tcp_req *r = request;
+  *done = 0;
+  if (r->state != REQ_ACTIVE) {
+    COLLX_WARN("test called on a request that is not in flight (already completed?)");
+    return ncclInvalidArgument;
+  }
+  return r->comm->role->test(r, done, sizes);
 }
 
-static void ops_close_comm(void *comm) { tcp_comm_close(comm); }
+static void ops_close_comm(void *comm) {
+  tcp_connect_reap();
+  tcp_comm_close(comm);
+}
 static void ops_close_listen(void *listen_comm) { tcp_listen_close(listen_comm); }
 
 static enum collx_obj_kind ops_kind(const void *p) {

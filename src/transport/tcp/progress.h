@@ -1,7 +1,7 @@
 /*
  * The seam between the data streams and whatever drives them.
  *
- * Each stream's work is a non-blocking pass (tcp_stream_serve); a driver
+ * Each stream's work is a non-blocking pass (its role's serve); a driver
  * decides when to run it: a pool of event-loop threads per device
  * (progress_engine.c over engine.c).  With COLLX_PROGRESS=caller no driver is attached
  * and the caller's isend/test run the passes (send.c, recv.c).
@@ -9,22 +9,19 @@
 #ifndef COLLX_TCP_PROGRESS_H
 #define COLLX_TCP_PROGRESS_H
 
-#include "comm.h"
+#include "base.h"
 
 /* What a stream waits for after a pass. */
 enum tcp_want { TCP_WANT_READ, TCP_WANT_WRITE, TCP_WANT_WORK, TCP_WANT_AGAIN, TCP_WANT_NOTHING };
-struct tcp_stream;
-/* One non-blocking pass over a stream: a receive stream reads what has
-   arrived, a send stream writes queued chunks until the socket is full or
-   the queue is empty.  Takes the stream's lock itself (a receive stream
-   with trylock, stepping aside when a caller holds it). Returns what to
-   wait for next: READ (receive: socket dry), WRITE (send: socket full),
-   WORK (send: queue empty), NOTHING (stream finished: eof, comm failed or
-   stopped), AGAIN (send: stopped at TCP_PASS_BYTES with the socket
-   still taking more). */
-enum tcp_want tcp_stream_serve(struct tcp_stream *s);
-int tcp_stream_fd(const struct tcp_stream *s);
-int tcp_stream_is_send(const struct tcp_stream *s);
+/* A stream's role serves it (struct tcp_comm_role.serve) in one
+   non-blocking pass: a receive stream reads what has arrived, a send
+   stream writes queued chunks until the socket is full or the queue is
+   empty.  The pass takes the stream's lock itself (a receive stream with
+   trylock, stepping aside when a caller holds it) and says what to wait
+   for next: READ (receive: socket dry), WRITE (send: socket full), WORK
+   (send: queue empty), NOTHING (stream finished: eof, comm failed or
+   stopped), AGAIN (send: stopped at TCP_PASS_BYTES with the socket still
+   taking more). */
 
 /* Bytes one pass over a stream moves at most (a send stream: whole chunks,
  * at least one), so that a thread of the pool turns to its other streams in
@@ -37,8 +34,6 @@ int tcp_stream_is_send(const struct tcp_stream *s);
 struct tcp_pass {
   int moved;   /* bytes went through the socket */
 };
-/* tcp_stream_serve, saying what the pass did. */
-enum tcp_want tcp_stream_serve_pass(struct tcp_stream *s, struct tcp_pass *pass);
 
 /* The driver of the streams: a pool of event-loop threads per device
  * (progress_engine.c).  With COLLX_PROGRESS=caller none is attached. */
@@ -54,5 +49,9 @@ struct tcp_progress_ops {
 };
 extern const struct tcp_progress_ops tcp_progress_pool;
 extern const struct tcp_progress_ops *const tcp_progress; /* the driver in use */
+
+/* Wake what waits for the comm (its failure, its close): its streams'
+ * threads, where a driver has them. */
+void tcp_comm_wake(struct tcp_comm_base *c);
 
 #endif

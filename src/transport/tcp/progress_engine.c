@@ -14,11 +14,24 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "comm.h"
+#include "base.h"
 #include "engine.h"
 #include "progress.h"
 #include "topo/topo.h"
 #include "util/log.h"
+
+/* ---- the seam: a stream's pass, through its role's table ------------------ */
+
+static enum tcp_want stream_serve(struct tcp_stream *s, struct tcp_pass *pass) {
+  *pass = (struct tcp_pass){0};
+  return (enum tcp_want)s->comm->role->serve(s, pass);
+}
+
+void tcp_comm_wake(struct tcp_comm_base *c) {
+  if (c->driven) tcp_progress->kick(c);
+}
+
+/* ---- the pool ----------------------------------------------------------------- */
 
 /* Devices with a pool of their own; beyond, devices share the last one. */
 #define POOL_DEVICES 64
@@ -74,7 +87,7 @@ static void pool_put(struct tcp_pool *dp, int streams) {
 
 static enum engine_want serve_stream(struct engine_source *src, int *moved) {
   struct tcp_pass pass;
-  enum tcp_want want = tcp_stream_serve_pass(COLLX_CONTAINER_OF(src, struct tcp_stream, src), &pass);
+  enum tcp_want want = stream_serve(COLLX_CONTAINER_OF(src, struct tcp_stream, src), &pass);
   *moved |= pass.moved;
   switch (want) {
   case TCP_WANT_READ: return ENGINE_WANT_READ;
@@ -103,7 +116,7 @@ static int engine_attach_comm(struct tcp_comm_base *c) {
   int n = engine_pool_threads(dp->pool), start = engine_pool_least_loaded(dp->pool);
   for (int i = 0; i < c->nstreams; i++) {
     struct tcp_stream *s = &c->streams[i];
-    s->src = (struct engine_source){.fd = tcp_stream_fd(s), .serve = serve_stream};
+    s->src = (struct engine_source){.fd = s->fd, .serve = serve_stream};
     int k = (start + i * n / c->nstreams) % n;
     s->loop = k;
     if (engine_attach(dp->pool, k, &s->src) != 0) {
@@ -137,7 +150,7 @@ static void engine_detach_stream(struct tcp_comm_base *c, int i) { engine_detach
 /* Back on the thread it had, with its socket as it is now. */
 static void engine_attach_stream(struct tcp_comm_base *c, int i) {
   struct tcp_stream *s = &c->streams[i];
-  s->src = (struct engine_source){.fd = tcp_stream_fd(s), .serve = serve_stream};
+  s->src = (struct engine_source){.fd = s->fd, .serve = serve_stream};
   if (engine_attach(c->pool->pool, s->loop, &s->src) != 0)
     tcp_comm_fail(c, ncclSystemError, "cannot drive a stream that came back");
 }

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "paths.h"
 #include "progress.h"
 #include "recv.h"
 #include "topo/topo.h"
@@ -97,7 +98,7 @@ static int accept_header(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
   struct tcp_entry *e = &r->e[h->idx];
   if (h->flags & WIRE_CHUNK_TRUNCATED) {
     if (tcp_entry_claim(c, r, h->idx, CHUNK_TRUNCATED, h->offset, h->len, h->total) != 0) return -1;
-    tcp_entry_truncated(c, r, h->idx, h->total);
+    tcp_recv_truncated(c, r, h->idx, h->total);
     t->req = NULL;
     return 0;
   }
@@ -111,7 +112,7 @@ static int accept_header(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
   t->req = r;
   t->done = 0;
   if (h->len == 0) {
-    tcp_entry_account(r, h->idx, 0);
+    tcp_recv_account(c, r, h->idx, 0);
     t->req = NULL;
   }
   return 0;
@@ -131,8 +132,8 @@ static int copy_staged(struct tcp_recv_stream *t) {
   return t->done == h->len;
 }
 
-static void chunk_finish(struct tcp_recv_stream *t) {
-  tcp_entry_account(t->req, t->hdr.idx, t->hdr.len);
+static void chunk_finish(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
+  tcp_recv_account(c, t->req, t->hdr.idx, t->hdr.len);
   t->req = NULL;
 }
 
@@ -153,7 +154,7 @@ static int parse_staged(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
     return accept_header(c, t) != 0 ? -1 : 1;
   }
   if (t->req && t->stage_pos < t->stage_len) {
-    if (copy_staged(t)) chunk_finish(t);
+    if (copy_staged(t)) chunk_finish(c, t);
     return 1;
   }
   return 0;
@@ -222,7 +223,7 @@ static int read_stream_once(struct tcp_stream *s, int small_only, size_t budget)
       io = sock_recv_some(s->fd, t->req->e[t->hdr.idx].buf + t->hdr.offset, t->hdr.len, &t->done);
       progress |= t->done > before;
       moved += t->done - before;
-      if (io == SOCK_IO_DONE) chunk_finish(t);
+      if (io == SOCK_IO_DONE) chunk_finish(c, t);
     } else {
       size_t got = 0;
       io = read_staged(s, t, owed, &got);
@@ -352,7 +353,7 @@ static void paths_rejoin(struct tcp_recv_comm *c) {
  * COLLX_PROGRESS=caller, the streams, which no thread of its own reads. */
 static void recv_watch(struct tcp_comm_base *b, double now) {
   struct tcp_recv_comm *c = recv_comm_of(b);
-  tcp_recv_ctrl_heartbeat(c, now);
+  tcp_ctrl_heartbeat(&b->ctrl, now);
   if (b->failover) paths_rejoin(c);
   if (tcp_caller_progress()) read_all_streams(c, 0);
 }
@@ -436,7 +437,7 @@ int tcp_recv_peer_finished(struct tcp_recv_comm *c) {
   /* A stream given up brings nothing more either. */
   int lost = __builtin_popcount(atomic_load(&c->base.lost));
   if (atomic_load(&c->streams_eof) + lost < c->base.nstreams) return 0;
-  if (atomic_load(&c->base.ctrl_eof)) return 1;
+  if (atomic_load(&c->base.ctrl.eof)) return 1;
   /* The reader waits for a receive that is still not posted.  If one was
    * posted since, the reader (perhaps the watchdog, right now) has not
    * looked again yet: that is no verdict. */
@@ -506,37 +507,7 @@ static ncclResult_t recv_test(struct tcp_req *base, int *done, size_t *sizes) {
 
 /* ---- lifetime ---------------------------------------------------------------- */
 
-static void recv_close(struct tcp_comm_base *b) {
-  struct tcp_recv_comm *c = recv_comm_of(b);
-  COLLX_INFO(COLLX_LOG_NET, "receive connection from %s on device %s closed: %llu receives completed, %llu bytes",
-             b->peer, b->devname, (unsigned long long)b->stats.messages, (unsigned long long)b->stats.bytes);
-  tcp_comm_base_stop(b);
-  for (int i = 0; i < b->nstreams; i++) {
-    collx_topo_free_local(c->rx[i].stage);
-    c->rx[i].stage = NULL;
-  }
-  for (int i = 0; i < COLLX_MAX_REQUESTS; i++) {
-    for (int k = 0; k < COLLX_MAX_RECVS; k++) chunk_track_free(&c->reqs[i].e[k].track);
-    c->reqs[i].base.magic = TCP_MAGIC_DEAD;
-  }
-  pthread_mutex_destroy(&c->track_lock);
-  pthread_mutex_destroy(&c->done_lock);
-  tcp_comm_base_bury(b);
-}
-
-static const struct tcp_comm_role recv_role = {
-    .name = "receive",
-    .sends = 0,
-    .watch = recv_watch,
-    .drain = tcp_recv_ctrl_drain,
-    .serve = recv_serve,
-    .stream_reset = recv_stream_reset,
-    .test = recv_test,
-    .close = recv_close,
-};
-
-/* Staging buffers on the NIC's NUMA node.  0, or -1 (the caller closes
- * the comm). */
+/* Staging buffers on the NIC's NUMA node.  0, or -1 (the comm is closed). */
 static int alloc_stages(struct tcp_recv_comm *c) {
   for (int i = 0; i < c->base.nstreams; i++) {
     c->rx[i].stage = collx_topo_alloc_local(c->base.dev, TCP_STAGE_SIZE);
@@ -548,32 +519,47 @@ static int alloc_stages(struct tcp_recv_comm *c) {
   return 0;
 }
 
-ncclResult_t tcp_recv_comm_start(const struct tcp_comm_sockets *sk, struct tcp_recv_comm **out) {
-  /* The comm holds the request pool and the stream state, which the
-   * streams touch for every chunk: keep it on the NIC's NUMA node. */
-  struct tcp_recv_comm *c = collx_topo_alloc_local(sk->dev, sizeof *c);
-  if (!c) {
-    tcp_close_sockets(sk);
-    COLLX_WARN("out of memory for a comm with %s", sk->peer);
-    return ncclSystemError;
-  }
-  memset(c, 0, sizeof *c);
-  if (tcp_comm_base_init(&c->base, TCP_MAGIC_RECV, &recv_role, sk) != 0) {
-    collx_topo_free_local(c);
-    return ncclSystemError;
-  }
+static int recv_init(struct tcp_comm_base *b, const struct tcp_comm_sockets *sk) {
+  struct tcp_recv_comm *c = recv_comm_of(b);
+  (void)sk;
   /* Until the traffic shows its sizes, every CTS goes out at once. */
   match_hold_init(&c->hold);
   pthread_mutex_init(&c->track_lock, NULL);
   pthread_mutex_init(&c->done_lock, NULL);
   for (int i = 0; i < COLLX_MAX_REQUESTS; i++) {
     c->reqs[i].base.magic = TCP_MAGIC_REQ;
-    c->reqs[i].base.comm = &c->base;
+    c->reqs[i].base.comm = b;
   }
-  if (alloc_stages(c) != 0 || tcp_comm_base_start(&c->base) != 0) {
-    tcp_comm_close(&c->base);
-    return ncclSystemError;
-  }
-  *out = c;
-  return ncclSuccess;
+  return alloc_stages(c);
 }
+
+static void recv_release(struct tcp_comm_base *b) {
+  struct tcp_recv_comm *c = recv_comm_of(b);
+  COLLX_INFO(COLLX_LOG_NET, "receive connection from %s on device %s closed: %llu receives completed, %llu bytes",
+             b->peer, b->devname, (unsigned long long)b->stats.messages, (unsigned long long)b->stats.bytes);
+  for (int i = 0; i < b->nstreams; i++) {
+    collx_topo_free_local(c->rx[i].stage);
+    c->rx[i].stage = NULL;
+  }
+  for (int i = 0; i < COLLX_MAX_REQUESTS; i++) {
+    for (int k = 0; k < COLLX_MAX_RECVS; k++) chunk_track_free(&c->reqs[i].e[k].track);
+    c->reqs[i].base.magic = TCP_MAGIC_DEAD;
+  }
+  pthread_mutex_destroy(&c->track_lock);
+  pthread_mutex_destroy(&c->done_lock);
+}
+
+const struct tcp_comm_role tcp_recv_role = {
+    .name = "receive",
+    .sends = 0,
+    .magic = TCP_MAGIC_RECV,
+    .size = sizeof(struct tcp_recv_comm),
+    .ctrl = &tcp_recv_ctrl_ops,
+    .init = recv_init,
+    .release = recv_release,
+    .watch = recv_watch,
+    .drain = tcp_recv_ctrl_drain,
+    .serve = recv_serve,
+    .stream_reset = recv_stream_reset,
+    .test = recv_test,
+};

@@ -1,16 +1,17 @@
 /*
  * The receive role: a receive comm, its (grouped) requests, and the state
  * of each of its streams.  recv.c posts and completes receives and reads
- * the data streams; recv_ctrl.c owns the control socket (CTS records out;
- * eager messages, CTS_WANTED and heartbeats in); recv_entry.c keeps account
- * of what arrived for each receive buffer, for both readers.  Calls go
+ * the data streams; recv_ctrl.c is the role's part in the control channel
+ * (CTS and failover records out; eager messages, CTS_WANTED and heartbeats
+ * in); recv_entry.c keeps account of what arrived for each receive buffer,
+ * for both readers, and says when a receive is finished.  Calls go
  * recv.c -> recv_ctrl.c -> recv_entry.c, never back.
  */
 #ifndef COLLX_TCP_RECV_H
 #define COLLX_TCP_RECV_H
 
 #include "chunks.h"
-#include "comm.h"
+#include "base.h"
 #include "match.h"
 
 /* Receive staging per stream: a header and a small chunk in one recv.
@@ -61,13 +62,11 @@ struct tcp_recv_comm {
   atomic_int streams_eof;   /* data streams closed between chunks */
   atomic_int eager_rx_blocked;  /* an early message waits for its receive... */
   _Atomic uint32_t eager_rx_wait_seq; /* ...which was not posted while recv_seq was this */
-  int ctrl_tx_dead;         /* the peer is gone: CTS and heartbeats are dropped (ctrl_tx_lock) */
   /* whether CTS records go out at once or are held back */
   struct match_hold hold;
   pthread_mutex_t track_lock; /* the entries' chunk_track */
-  /* The control socket's reader (ctrl_rx_lock): the eager message being
+  /* The control channel's reader (its rx_lock): the eager message being
    * read, and where early messages go */
-  size_t ctrl_rx_pos;
   struct wire_eager eager_rx_hdr;
   struct tcp_recv_req *eager_rx;   /* receive the current eager payload fills */
   int eager_rx_active, eager_rx_discard;
@@ -81,7 +80,7 @@ struct tcp_recv_comm {
   struct tcp_recv_req *_Atomic by_seq[TCP_SEQ_SLOTS];
   /* Failover: streams the sender has given up (LOST notices) not yet
    * acted on, and the records owed to the sender, built when the control
-   * socket is written (done_lock, inside ctrl_tx_lock): receives complete
+   * channel is written (done_lock, inside its tx_lock): receives complete
    * (DONE) and streams no longer read (LOST_ACK). */
   atomic_uint lost_notice;
   pthread_mutex_t done_lock;
@@ -95,10 +94,8 @@ struct tcp_recv_comm {
   struct tcp_recv_req reqs[COLLX_MAX_REQUESTS];
 };
 
-/* Build a connected receive comm from its sockets and start driving it.
- * Takes ownership of the fds (closed on failure). */
-ncclResult_t tcp_recv_comm_start(const struct tcp_comm_sockets *sk, struct tcp_recv_comm **out);
-
+/* The role's table (recv.c), for opening a receive comm. */
+extern const struct tcp_comm_role tcp_recv_role;
 
 /* The peer has closed everything, and nothing it sent is left for a
  * posted receive. */
@@ -120,32 +117,38 @@ int tcp_entry_claim_chunk(struct tcp_recv_comm *c, struct tcp_recv_req *r, int i
 /* Forget a chunk whose stream was given up in the middle of it. */
 void tcp_entry_unclaim(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t offset, uint64_t len,
                        uint64_t total);
-/* Account `len` payload bytes of entry `idx`; finish the entry when whole. */
-void tcp_entry_account(struct tcp_recv_req *r, int idx, uint64_t len);
+/* Account `len` payload bytes of entry `idx`; finish the entry when whole.
+ * 1 when that finished a receive whose sender waits to hear so (failover,
+ * a striped message): its sequence number in *done_seq (the caller owes
+ * the DONE; r may be released the moment it is finished). */
+int tcp_entry_account(struct tcp_recv_req *r, int idx, uint64_t len, uint32_t *done_seq);
 /* A message does not fit its receive buffer: say so, and fail that entry
- * (nothing of it is written). */
-void tcp_entry_truncated(const struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t size);
+ * (nothing of it is written).  Returns as tcp_entry_account. */
+int tcp_entry_truncated(const struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t size,
+                        uint32_t *done_seq);
 /* The receive posted as seq, or NULL when none is. */
 struct tcp_recv_req *tcp_recv_posted(struct tcp_recv_comm *c, uint32_t seq);
 
-/* The control socket (recv_ctrl.c). */
+/* The role's part in the control channel (recv_ctrl.c). */
+extern const struct tcp_ctrl_ops tcp_recv_ctrl_ops;
+/* Account bytes of an entry, or its truncation, and owe the sender the
+ * DONE it waits for (tcp_entry_account, tcp_entry_truncated). */
+void tcp_recv_account(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t len);
+void tcp_recv_truncated(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t size);
 /* Queue the receive's CTS and write it unless CTS records are held back
  * (TCP_CTS_BATCH).  0, or -1 when the comm has failed. */
 int tcp_recv_send_cts(struct tcp_recv_comm *c, const struct tcp_recv_req *r);
 /* Write held CTS records if they are due (or were asked for). */
 void tcp_recv_write_due_cts(struct tcp_recv_comm *c);
 /* Read eager messages, CTS_WANTED and heartbeats that have arrived, then
- * write the CTS records that are due. */
+ * write the CTS records that are due (the role's drain). */
 void tcp_recv_ctrl_drain(struct tcp_comm_base *c);
-/* The watchdog's heartbeat on the control socket. */
-void tcp_recv_ctrl_heartbeat(struct tcp_recv_comm *c, double now);
-/* Failover: tell the sender that receive `seq` is complete (DONE), or
- * that the streams in `mask` are no longer read (LOST_ACK); written at
- * once when the control socket is free, else by its next writer. */
-void tcp_recv_owe_done(struct tcp_recv_comm *c, uint32_t seq);
+/* Failover: tell the sender that the streams in `mask` are no longer read
+ * (LOST_ACK), the paths in `paths` listen for new sockets (REJOIN, their
+ * ports are in the comm's paths), the streams in `mask` are back
+ * (REJOINED); written at once when the channel is free, else by its next
+ * writer. */
 void tcp_recv_owe_lost_ack(struct tcp_recv_comm *c, unsigned mask);
-/* REJOIN for the paths in `paths` (their ports are in the comm's paths),
- * REJOINED for the streams in `mask`. */
 void tcp_recv_owe_rejoin(struct tcp_recv_comm *c, unsigned paths);
 void tcp_recv_owe_rejoined(struct tcp_recv_comm *c, unsigned mask);
 

@@ -1,6 +1,6 @@
 /*
- * A receive comm's control socket: CTS records out, eager messages,
- * CTS_WANTED and heartbeats in.
+ * The receive role's part in the control channel (ctrl.h): CTS and
+ * failover records out; eager messages, CTS_WANTED and heartbeats in.
  *
  * CTS records.  Every irecv queues one, written at once so that it reaches
  * a sender of a large message even if the receiver then stops testing,
@@ -37,64 +37,54 @@
 #define CTS_ROOM_WAIT_MS 200
 
 static struct tcp_recv_comm *recv_comm_of(struct tcp_comm_base *b) { return (struct tcp_recv_comm *)b; }
+static struct tcp_recv_comm *ctrl_owner(struct tcp_ctrl *k) { return recv_comm_of(k->comm); }
 
-static void queue_owed(struct tcp_recv_comm *c);
-static void ctrl_unlock(struct tcp_recv_comm *c);
-static int ctrl_flush(struct tcp_recv_comm *c);
+/* ---- writing: failover's DONE, LOST_ACK, REJOIN and REJOINED records ------ */
 
-/* ---- writing: CTS records and heartbeats ---------------------------------- */
+static int owed(struct tcp_ctrl *k) { return atomic_load(&ctrl_owner(k)->owed); }
 
-/* ---- failover: DONE and LOST_ACK records --------------------------------- */
-
-/* Turn what is owed into records, as far as the buffer has room.  Caller
- * holds ctrl_tx_lock. */
-static void queue_owed(struct tcp_recv_comm *c) {
+/* Turn what is owed into records, as far as there is room (the channel's
+ * fill; the writer is held). */
+static void queue_owed(struct tcp_ctrl *k) {
+  struct tcp_recv_comm *c = ctrl_owner(k);
   pthread_mutex_lock(&c->done_lock);
   if (c->lost_ack) {
     struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_LOST_ACK, .n = 1};
     m.e[0].size = c->lost_ack;
-    if (tcp_ctrl_queue(&c->base, &m) == 0) c->lost_ack = 0;
+    if (tcp_ctrl_queue(k, &m) == 0) c->lost_ack = 0;
   }
   for (int p = 0; p < COLLX_MAX_MEMBERS && c->rejoin_offer; p++) {
     if (!(c->rejoin_offer >> p & 1)) continue;
     struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_REJOIN, .n = 1, .seq = (uint32_t)p};
     m.e[0].tag = c->base.paths->p[p].port;
     m.e[0].size = c->base.paths->token;
-    if (tcp_ctrl_queue(&c->base, &m) != 0) break;
+    if (tcp_ctrl_queue(k, &m) != 0) break;
     c->rejoin_offer &= ~(1u << p);
   }
   if (c->rejoined) {
     struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_REJOINED, .n = 1};
     m.e[0].size = c->rejoined;
-    if (tcp_ctrl_queue(&c->base, &m) == 0) c->rejoined = 0;
+    if (tcp_ctrl_queue(k, &m) == 0) c->rejoined = 0;
   }
   while (c->done_len > 0) {
     struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_DONE};
     int n = c->done_len < COLLX_MAX_RECVS ? c->done_len : COLLX_MAX_RECVS;
     for (int i = 0; i < n; i++) m.e[i].size = c->done_seqs[c->done_len - n + i];
     m.n = (uint8_t)n;
-    if (tcp_ctrl_queue(&c->base, &m) != 0) break;
+    if (tcp_ctrl_queue(k, &m) != 0) break;
     c->done_len -= n;
   }
   atomic_store(&c->owed, c->done_len > 0 || c->lost_ack || c->rejoin_offer || c->rejoined);
   pthread_mutex_unlock(&c->done_lock);
 }
 
-/* What is owed goes out now if nobody writes the control socket; whoever
- * does writes it too (ctrl_flush, and ctrl_unlock after it). */
-static void owed_flush(struct tcp_recv_comm *c) {
-  if (pthread_mutex_trylock(&c->base.ctrl_tx_lock) != 0) return;
-  ctrl_flush(c);
-  ctrl_unlock(c);
-}
-
-void tcp_recv_owe_done(struct tcp_recv_comm *c, uint32_t seq) {
+static void owe_done(struct tcp_recv_comm *c, uint32_t seq) {
   pthread_mutex_lock(&c->done_lock);
   /* At most one per receive in flight: done_seqs cannot overflow. */
   if (c->done_len < COLLX_MAX_REQUESTS) c->done_seqs[c->done_len++] = seq;
   atomic_store(&c->owed, 1);
   pthread_mutex_unlock(&c->done_lock);
-  owed_flush(c);
+  tcp_ctrl_pump(&c->base.ctrl);
 }
 
 static void owe(struct tcp_recv_comm *c, unsigned *what, unsigned mask) {
@@ -102,87 +92,65 @@ static void owe(struct tcp_recv_comm *c, unsigned *what, unsigned mask) {
   *what |= mask;
   atomic_store(&c->owed, 1);
   pthread_mutex_unlock(&c->done_lock);
-  owed_flush(c);
+  tcp_ctrl_pump(&c->base.ctrl);
 }
 
 void tcp_recv_owe_lost_ack(struct tcp_recv_comm *c, unsigned mask) { owe(c, &c->lost_ack, mask); }
 void tcp_recv_owe_rejoin(struct tcp_recv_comm *c, unsigned paths) { owe(c, &c->rejoin_offer, paths); }
 void tcp_recv_owe_rejoined(struct tcp_recv_comm *c, unsigned mask) { owe(c, &c->rejoined, mask); }
 
-/* Write the records not yet written, without blocking.  Caller holds
- * ctrl_tx_lock.  0 when nothing is left to write, 1 while the socket is
- * full.  A receiver's fate is decided by what it can still read
- * (tcp_recv_peer_finished), not by a CTS nobody will read: when the peer
- * is gone, records are dropped. */
-static int ctrl_flush(struct tcp_recv_comm *c) {
-  if (c->ctrl_tx_dead) return 0;
-  if (atomic_load(&c->owed)) queue_owed(c);
-  enum sock_io io = tcp_ctrl_write_records(&c->base);
-  if (io == SOCK_IO_DONE) return 0;
-  if (io == SOCK_IO_AGAIN) return 1;
-  c->ctrl_tx_dead = 1;
-  c->base.ctrl_tx_len = c->base.ctrl_tx_done = 0;
-  return 0;
+void tcp_recv_account(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t len) {
+  uint32_t seq;
+  if (tcp_entry_account(r, idx, len, &seq)) owe_done(c, seq);
 }
 
-/* Release ctrl_tx_lock.  A record owed while it was held (by a stream's
- * thread that found it taken) goes out now. */
-static void ctrl_unlock(struct tcp_recv_comm *c) {
-  pthread_mutex_unlock(&c->base.ctrl_tx_lock);
-  if (!atomic_load(&c->owed) || pthread_mutex_trylock(&c->base.ctrl_tx_lock) != 0) return;
-  ctrl_flush(c);
-  pthread_mutex_unlock(&c->base.ctrl_tx_lock);
+void tcp_recv_truncated(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t size) {
+  uint32_t seq;
+  if (tcp_entry_truncated(c, r, idx, size, &seq)) owe_done(c, seq);
 }
 
-/* Whether CTS records go out now or are held back.  Caller holds
- * ctrl_tx_lock. */
-static int cts_due(struct tcp_recv_comm *c) { return match_hold_due(&c->hold, tcp_ctrl_held(&c->base)); }
+/* ---- writing: CTS records --------------------------------------------------- */
+
+/* Whether CTS records go out now or are held back (writer held). */
+static int cts_due(struct tcp_recv_comm *c) { return match_hold_due(&c->hold, tcp_ctrl_held(&c->base.ctrl)); }
 
 /* Queue a record, waiting for room when records fill the buffer: far more
  * CTS records than receives can be outstanding sit unread, so the peer is
- * not reading (the watchdog judges it).  Caller holds ctrl_tx_lock. */
+ * not reading (the watchdog judges it).  Writer held. */
 static void queue_waiting_for_room(struct tcp_recv_comm *c, const struct wire_ctrl *m) {
-  while (!c->ctrl_tx_dead && tcp_ctrl_queue(&c->base, m) != 0) {
-    if (ctrl_flush(c) == 0) continue;
+  struct tcp_ctrl *k = &c->base.ctrl;
+  while (!tcp_ctrl_writer_dead(k) && tcp_ctrl_queue(k, m) != 0) {
+    if (tcp_ctrl_flush(k) == 0) continue;
     if (tcp_comm_failed(&c->base) || atomic_load(&c->base.stop)) break;
-    tcp_ctrl_wait_writable(&c->base, CTS_ROOM_WAIT_MS);
+    tcp_ctrl_wait_writable(k, CTS_ROOM_WAIT_MS);
   }
 }
 
 int tcp_recv_send_cts(struct tcp_recv_comm *c, const struct tcp_recv_req *r) {
+  struct tcp_ctrl *k = &c->base.ctrl;
   struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_CTS, .n = (uint8_t)r->n, .seq = r->base.seq};
   for (int i = 0; i < r->n; i++)
     m.e[i] = (struct wire_cts_entry){.tag = r->match.tag[i], .size = r->e[i].cap};
-  pthread_mutex_lock(&c->base.ctrl_tx_lock);
+  tcp_ctrl_lock(k);
   queue_waiting_for_room(c, &m);
   /* A CTS_WANTED whose reader could not take this lock is served here. */
   int due = cts_due(c) || match_hold_take_wanted(&c->hold);
   match_hold_spend(&c->hold);
-  if (due) ctrl_flush(c);
-  ctrl_unlock(c);
+  if (due) tcp_ctrl_flush(k);
+  tcp_ctrl_unlock(k);
   return tcp_comm_failed(&c->base) ? -1 : 0;
 }
 
 void tcp_recv_write_due_cts(struct tcp_recv_comm *c) {
+  struct tcp_ctrl *k = &c->base.ctrl;
   int wanted = match_hold_take_wanted(&c->hold);
-  if (pthread_mutex_trylock(&c->base.ctrl_tx_lock) != 0) {
+  if (tcp_ctrl_trylock(k) != 0) {
     /* The holder may be queueing a CTS it holds back: ask again later. */
     if (wanted) match_hold_rewant(&c->hold);
     return;
   }
-  if (wanted || cts_due(c) || atomic_load(&c->owed)) ctrl_flush(c);
-  ctrl_unlock(c);
-}
-
-/* Heartbeat, from the watchdog: never blocks; a record that does not fit
- * stays pending and goes out on a later tick (or before the next CTS). */
-void tcp_recv_ctrl_heartbeat(struct tcp_recv_comm *c, double now) {
-  if (pthread_mutex_trylock(&c->base.ctrl_tx_lock) != 0) return;
-  if (ctrl_flush(c) == 0) {
-    tcp_ctrl_queue_heartbeat(&c->base, now);
-    ctrl_flush(c);
-  }
-  ctrl_unlock(c);
+  if (wanted || cts_due(c) || atomic_load(&c->owed)) tcp_ctrl_flush(k);
+  tcp_ctrl_unlock(k);
 }
 
 /* ---- reading: eager messages ---------------------------------------------- */
@@ -257,7 +225,7 @@ static int eager_start(struct tcp_recv_comm *c, const struct wire_eager *h) {
   c->eager_rx_active = 1;
   c->eager_rx_discard = h->size > r->e[idx].cap;
   if (c->eager_rx_discard)
-    tcp_entry_truncated(c, r, idx, h->size); /* the payload is read and dropped */
+    tcp_recv_truncated(c, r, idx, h->size); /* the payload is read and dropped */
   else
     atomic_store_explicit(&r->e[idx].total, (int64_t)h->size, memory_order_release);
   return 1;
@@ -265,7 +233,7 @@ static int eager_start(struct tcp_recv_comm *c, const struct wire_eager *h) {
 
 static void eager_finish(struct tcp_recv_comm *c) {
   COLLX_TL(COLLX_TL_LANDED, c->base.tl_key, ++c->tl_eager_rx);
-  if (!c->eager_rx_discard) tcp_entry_account(c->eager_rx, c->eager_rx_hdr.idx, c->eager_rx_hdr.size);
+  if (!c->eager_rx_discard) tcp_recv_account(c, c->eager_rx, c->eager_rx_hdr.idx, c->eager_rx_hdr.size);
   c->eager_rx_active = 0;
   c->eager_rx = NULL;
 }
@@ -275,19 +243,20 @@ static char *eager_dst(struct tcp_recv_comm *c) { return c->eager_rx->e[c->eager
 /* Move staged payload bytes of the current message to their buffer. */
 static void eager_copy_staged(struct tcp_recv_comm *c) {
   size_t owed = c->eager_rx_hdr.size - c->eager_rx_got;
-  size_t have = c->base.ctrl_rx_done - c->ctrl_rx_pos;
+  struct tcp_ctrl *k = &c->base.ctrl;
+  size_t have = k->rx_done - k->rx_pos;
   size_t n = owed < have ? owed : have;
-  if (!c->eager_rx_discard) memcpy(eager_dst(c) + c->eager_rx_got, c->base.ctrl_rx + c->ctrl_rx_pos, n);
-  c->ctrl_rx_pos += n;
+  if (!c->eager_rx_discard) memcpy(eager_dst(c) + c->eager_rx_got, k->rx + k->rx_pos, n);
+  k->rx_pos += n;
   c->eager_rx_got += n;
 }
 
 /* Length of the record that starts at the parse position, 0 while fewer
  * bytes than its fixed part are staged. */
-static size_t staged_record(const struct tcp_recv_comm *c) {
-  size_t have = c->base.ctrl_rx_done - c->ctrl_rx_pos;
+static size_t staged_record(const struct tcp_ctrl *k) {
+  size_t have = k->rx_done - k->rx_pos;
   if (have < 4) return 0;
-  uint8_t type = (uint8_t)c->base.ctrl_rx[c->ctrl_rx_pos + 2];
+  uint8_t type = (uint8_t)k->rx[k->rx_pos + 2];
   size_t len = type == WIRE_EAGER ? sizeof(struct wire_eager) : sizeof(struct wire_ctrl);
   return have >= len ? len : 0;
 }
@@ -295,7 +264,7 @@ static size_t staged_record(const struct tcp_recv_comm *c) {
 /* Act on the staged record: 1 consumed, 0 it must wait, -1 after failing
  * the comm. */
 static int ctrl_record(struct tcp_recv_comm *c, size_t len) {
-  const char *p = c->base.ctrl_rx + c->ctrl_rx_pos;
+  const char *p = c->base.ctrl.rx + c->base.ctrl.rx_pos;
   int r = 1;
   if (len == sizeof(struct wire_eager)) {
     struct wire_eager h;
@@ -314,7 +283,7 @@ static int ctrl_record(struct tcp_recv_comm *c, size_t len) {
       match_hold_wanted(&c->hold);
     }
   }
-  if (r == 1) c->ctrl_rx_pos += len;
+  if (r == 1) c->base.ctrl.rx_pos += len;
   return r;
 }
 
@@ -322,18 +291,19 @@ static int ctrl_record(struct tcp_recv_comm *c, size_t len) {
  * 1 when complete, 0 when the socket is dry, -1 after failing the comm. */
 static int eager_read_direct(struct tcp_recv_comm *c) {
   size_t before = c->eager_rx_got;
-  enum sock_io io = tcp_ctrl_recv(&c->base, eager_dst(c), c->eager_rx_hdr.size, &c->eager_rx_got, 0);
-  if (c->eager_rx_got > before) atomic_store(&c->base.last_heard, tcp_now());
+  enum sock_io io = tcp_ctrl_recv(&c->base.ctrl, eager_dst(c), c->eager_rx_hdr.size, &c->eager_rx_got, 0);
+  if (c->eager_rx_got > before) tcp_comm_heard(&c->base);
   if (io == SOCK_IO_DONE) return 1;
   if (io == SOCK_IO_AGAIN) return 0;
   tcp_comm_fail(&c->base, ncclRemoteError, tcp_io_reason(io));
   return -1;
 }
 
-/* Parse what is staged.  1 to go on, 0 when the staged bytes are used up
- * (or hold less than a record), -1 to stop reading (waiting for a
- * receive, a dry socket, or a failure). */
-static int parse_staged(struct tcp_recv_comm *c) {
+/* Parse what is staged (the channel's parse).  1 to go on, 0 when the
+ * staged bytes are used up (or hold less than a record), -1 to stop
+ * reading (waiting for a receive, a dry socket, or a failure). */
+static int parse_staged(struct tcp_ctrl *k) {
+  struct tcp_recv_comm *c = ctrl_owner(k);
   if (c->eager_rx_active) {
     eager_copy_staged(c);
     if (c->eager_rx_got == c->eager_rx_hdr.size) {
@@ -345,7 +315,7 @@ static int parse_staged(struct tcp_recv_comm *c) {
     eager_finish(c);
     return 1;
   }
-  size_t len = staged_record(c);
+  size_t len = staged_record(k);
   if (!len) return 0;
   int r = ctrl_record(c, len);
   /* Waiting for its receive, the record holds back the peer's heartbeats
@@ -355,43 +325,20 @@ static int parse_staged(struct tcp_recv_comm *c) {
   return r <= 0 ? -1 : 1;
 }
 
-/* Parse the control socket's bytes, reading more as they are used up.
- * Caller holds ctrl_rx_lock. */
-static void ctrl_read(struct tcp_recv_comm *c) {
-  struct tcp_comm_base *b = &c->base;
-  int dry = 0;
-  if (atomic_load(&b->ctrl_eof)) return;
-  while (!tcp_comm_failed(b)) {
-    int parsed = parse_staged(c);
-    if (parsed < 0) return;
-    if (parsed > 0) continue;
-    if (dry) return;
-    memmove(b->ctrl_rx, b->ctrl_rx + c->ctrl_rx_pos, b->ctrl_rx_done - c->ctrl_rx_pos);
-    b->ctrl_rx_done -= c->ctrl_rx_pos;
-    c->ctrl_rx_pos = 0;
-    size_t before = b->ctrl_rx_done;
-    enum sock_io io = tcp_ctrl_recv(b, b->ctrl_rx, sizeof b->ctrl_rx, &b->ctrl_rx_done, 1);
-    if (b->ctrl_rx_done > before) {
-      atomic_store(&b->last_heard, tcp_now());
-      dry = b->ctrl_rx_done < sizeof b->ctrl_rx; /* a short read: nothing more for now */
-      continue;
-    }
-    if (io == SOCK_IO_EOF && !c->eager_rx_active && c->ctrl_rx_pos == b->ctrl_rx_done) {
-      atomic_store(&b->ctrl_eof, 1); /* closed between records */
-      return;
-    }
-    if (io != SOCK_IO_AGAIN)
-      tcp_comm_fail(b, ncclRemoteError, io == SOCK_IO_EOF ? "connection closed by peer in the middle of a message"
-                                                          : tcp_io_reason(io));
-    return;
-  }
-}
+/* An end of stream is clean only between messages. */
+static int at_boundary(struct tcp_ctrl *k) { return !ctrl_owner(k)->eager_rx_active; }
 
 void tcp_recv_ctrl_drain(struct tcp_comm_base *b) {
-  struct tcp_recv_comm *c = recv_comm_of(b);
-  if (pthread_mutex_trylock(&b->ctrl_rx_lock) != 0) return;
-  ctrl_read(c);
-  pthread_mutex_unlock(&b->ctrl_rx_lock);
+  tcp_ctrl_drain(&b->ctrl);
   /* The writing lock is never taken inside the reading one. */
-  tcp_recv_write_due_cts(c);
+  tcp_recv_write_due_cts(recv_comm_of(b));
 }
+
+const struct tcp_ctrl_ops tcp_recv_ctrl_ops = {
+    .write_error_fails = 0,
+    .eof_is_goodbye = 1,
+    .owed = owed,
+    .fill = queue_owed,
+    .parse = parse_staged,
+    .at_boundary = at_boundary,
+};

@@ -1,29 +1,32 @@
 /*
  * What has arrived for each buffer of a receive, whichever socket brought
  * it: chunks on the data streams (recv.c) or an eager message on the
- * control socket (recv_ctrl.c).
+ * control channel (recv_ctrl.c).  It calls nothing of either: a finished
+ * receive whose sender waits for its DONE is a return value.
  */
 #include "recv.h"
 #include "util/log.h"
 
 /* One more entry of r is finished; with failover, the sender of a striped
- * message hears when the whole receive is (eager sends do not wait).  The
- * count and the mark of stream data are one word, so that the thread
- * finishing the last entry knows both at once: the caller may release r
- * the moment it is done. */
-static void entry_finished(struct tcp_recv_req *r) {
-  struct tcp_recv_comm *c = (struct tcp_recv_comm *)r->base.comm;
+ * message waits to hear when the whole receive is (eager sends do not).
+ * The count and the mark of stream data are one word, so that the thread
+ * finishing the last entry knows both at once; seq and the rest are read
+ * before, since the caller may release r the moment it is done. */
+static int entry_finished(struct tcp_recv_req *r, uint32_t *done_seq) {
+  int failover = r->base.comm->failover;
   uint32_t seq = r->base.seq;
   int n = r->n;
   int before = atomic_fetch_add_explicit(&r->entries_done, 1, memory_order_acq_rel);
-  if ((before & TCP_ENTRIES_COUNT) + 1 == n && (before & TCP_ENTRIES_STRIPED) && c->base.failover)
-    tcp_recv_owe_done(c, seq);
+  if ((before & TCP_ENTRIES_COUNT) + 1 != n || !(before & TCP_ENTRIES_STRIPED) || !failover) return 0;
+  *done_seq = seq;
+  return 1;
 }
 
-void tcp_entry_account(struct tcp_recv_req *r, int idx, uint64_t len) {
+int tcp_entry_account(struct tcp_recv_req *r, int idx, uint64_t len, uint32_t *done_seq) {
   struct tcp_entry *e = &r->e[idx];
   uint64_t got = atomic_fetch_add_explicit(&e->received, len, memory_order_acq_rel) + len;
-  if ((int64_t)got == atomic_load_explicit(&e->total, memory_order_acquire)) entry_finished(r);
+  if ((int64_t)got != atomic_load_explicit(&e->total, memory_order_acquire)) return 0;
+  return entry_finished(r, done_seq);
 }
 
 int tcp_entry_claim_chunk(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t offset,
@@ -59,14 +62,15 @@ int tcp_entry_claim(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, en
   return rc;
 }
 
-void tcp_entry_truncated(const struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t size) {
+int tcp_entry_truncated(const struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t size,
+                        uint32_t *done_seq) {
   struct tcp_entry *e = &r->e[idx];
   COLLX_WARN("message of %llu bytes from %s on device %s is larger than the receive buffer "
              "of %zu bytes (tag %d); nothing was written",
              (unsigned long long)size, c->base.peer, c->base.devname, e->cap, r->match.tag[idx]);
   atomic_store(&r->base.error, ncclInvalidUsage);
   atomic_store(&e->total, 0);
-  entry_finished(r);
+  return entry_finished(r, done_seq);
 }
 
 struct tcp_recv_req *tcp_recv_posted(struct tcp_recv_comm *c, uint32_t seq) {

@@ -23,7 +23,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "comm.h"
+#include "paths.h"
 #include "progress.h"
 #include "util/log.h"
 
@@ -251,7 +251,7 @@ void tcp_rejoin_swap(struct tcp_comm_base *c, unsigned mask) {
     ps->connected[i] = 0;
     ps->ready &= ~(1u << i);
     atomic_store(&s->eof, 0);
-    s->stall = (struct tcp_stall){0};
+    s->stall = (struct sock_stall){0};
     c->role->stream_reset(s);
     atomic_fetch_and(&c->lost, ~(1u << i));
     pthread_mutex_unlock(&s->lock);

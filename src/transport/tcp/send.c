@@ -11,22 +11,15 @@
  * driver (progress.h), or with COLLX_PROGRESS=caller to the caller's next
  * isend and test.
  *
- * Eager matching.  A sender that holds the CTS of the receive a message
- * belongs to names the receive entry (MATCHED).  Otherwise the message
- * goes out early.  The sender cannot know where that receive ends (a
- * grouped receive has several entries), so both sides match an early
- * message with one rule (match.c): it fills the first free entry with its
- * tag of the receive at the cursor, and the cursor moves on once every
- * entry of that receive is taken.  The receiver applies the rule when it
- * reads the record (recv_ctrl.c); the sender replays it as CTS records
- * come in (eager_replay).  Until its early messages are matched, a sender
- * posts nothing but more early messages (at most TCP_EAGER_LOG of them).
+ * Eager messages and the CTS records they and the chunks need are the
+ * role's part in the control channel (send_ctrl.c).
  */
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "paths.h"
 #include "progress.h"
 #include "send.h"
 #include "stripe.h"
@@ -43,202 +36,14 @@ _Static_assert(TCP_EAGER_SIZE_MAX <= WIRE_EAGER_MAX, "a receiver accepts what a 
 static struct tcp_send_comm *send_comm_of(struct tcp_comm_base *b) { return (struct tcp_send_comm *)b; }
 static struct tcp_send_req *send_req_of(struct tcp_req *r) { return (struct tcp_send_req *)r; }
 
-/* ---- the control socket, outgoing: eager messages, CTS_WANTED ------------- */
-
-/* Write as much of the eager message in progress as the socket takes;
- * the send request is done once it is all out. */
-static enum sock_io eager_write(struct tcp_send_comm *c) {
-  struct tcp_send_req *r = c->eager_tx;
-  enum sock_io io = tcp_ctrl_send(&c->base, &r->eager_hdr, sizeof r->eager_hdr, r->data, r->size,
-                                  &c->eager_tx_done, &c->eager2_tx_done);
-  if (io == SOCK_IO_DONE) {
-    COLLX_TL(COLLX_TL_WRITTEN, c->base.tl_key, ++c->tl_eager_tx);
-    atomic_store_explicit(&r->chunks_done, 1, memory_order_release);
-    c->eager_tx = NULL;
-  }
-  return io;
-}
-
-/* A CTS_WANTED that found the control socket in the middle of an eager
- * message goes right behind that message, before the next one, whoever
- * writes it. */
-static void want_pending_queue(struct tcp_send_comm *c) {
-  if (!c->want_pending) return;
-  struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_CTS_WANTED, .seq = c->want_pending_seq};
-  if (tcp_ctrl_queue(&c->base, &m) == 0) c->want_pending = 0;
-}
-
-/* Start the oldest queued eager message.  0 when none is queued. */
-static int eager_next(struct tcp_send_comm *c) {
-  if (collx_list_empty(&c->eager_queue)) return 0;
-  struct tcp_send_req *r = COLLX_CONTAINER_OF(c->eager_queue.next, struct tcp_send_req, qnode);
-  collx_list_del(&r->qnode);
-  c->eager_tx = r;
-  c->eager_tx_done = c->eager2_tx_done = 0;
-  return 1;
-}
-
-/* Push out the records in progress, then the queued eager messages,
- * without blocking.  Caller holds ctrl_tx_lock.  0 when nothing is left
- * to write, 1 while the socket is full, -1 after failing the comm. */
-static int ctrl_flush(struct tcp_send_comm *c) {
-  for (;;) {
-    enum sock_io io;
-    if (tcp_ctrl_records_written(&c->base) < c->base.ctrl_tx_len) {
-      io = tcp_ctrl_write_records(&c->base);
-    } else if (c->eager_tx) {
-      io = eager_write(c);
-      if (io == SOCK_IO_DONE) want_pending_queue(c);
-    } else if (!eager_next(c)) {
-      return 0;
-    } else {
-      continue;
-    }
-    if (io == SOCK_IO_AGAIN) return 1;
-    if (io != SOCK_IO_DONE) {
-      tcp_comm_fail(&c->base, ncclRemoteError, tcp_io_reason(io));
-      return -1;
-    }
-  }
-}
-
-/* Write what is queued, unless another thread is writing (it writes ours
- * too). */
-static void ctrl_pump(struct tcp_send_comm *c) {
-  if (pthread_mutex_trylock(&c->base.ctrl_tx_lock) != 0) return;
-  ctrl_flush(c);
-  pthread_mutex_unlock(&c->base.ctrl_tx_lock);
-}
-
-/* A send waits for a CTS: ask the receiver for what it holds.  The
- * receiver reads this behind the eager messages sent before it.  Sent once
- * per cursor position, and again after TCP_CTS_WANT_RETRY_S in case the
- * receiver went back to holding before the receive this send needs was
- * posted. */
-static void want_cts(struct tcp_send_comm *c) {
-  double now = tcp_now();
-  if (c->want_seq == c->match_tx.seq && now - c->want_at < TCP_CTS_WANT_RETRY_S) return;
-  if (pthread_mutex_trylock(&c->base.ctrl_tx_lock) != 0) return; /* asked again at the next isend */
-  /* Only between whole records: the socket may be in the middle of an
-   * eager message; then the record goes right behind it. */
-  struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_CTS_WANTED, .seq = c->match_tx.seq};
-  int queued = 0;
-  if (ctrl_flush(c) == 0) {
-    queued = tcp_ctrl_queue(&c->base, &m) == 0;
-  } else if (c->eager_tx && !c->want_pending) {
-    c->want_pending = 1;
-    c->want_pending_seq = c->match_tx.seq;
-    queued = 1;
-  }
-  if (queued) {
-    c->want_seq = c->match_tx.seq;
-    c->want_at = now;
-    c->send_stats.cts_wanted++;
-    ctrl_flush(c);
-  }
-  pthread_mutex_unlock(&c->base.ctrl_tx_lock);
-}
-
-/* Heartbeat, from the watchdog: never blocks; a record that does not fit
- * stays pending and goes out on a later tick. */
-static void ctrl_heartbeat(struct tcp_send_comm *c, double now) {
-  if (pthread_mutex_trylock(&c->base.ctrl_tx_lock) != 0) return;
-  if (ctrl_flush(c) == 0) {
-    tcp_ctrl_queue_heartbeat(&c->base, now);
-    ctrl_flush(c);
-  }
-  pthread_mutex_unlock(&c->base.ctrl_tx_lock);
-}
-
 static void chunks_take_back(struct tcp_send_comm *c);
 
-/* ---- the control socket, incoming: CTS records ----------------------------- */
-
-/* Failover: the receiver has every byte of these receives.  Any thread:
- * the compare-exchange finds only a send still waiting for that very
- * receive, and q_lock keeps it from being confirmed while a lost stream's
- * chunks of it are being taken back (stream_take_back). */
-static void sends_confirmed(struct tcp_send_comm *c, const struct wire_ctrl *m) {
-  pthread_mutex_lock(&c->q_lock);
-  for (int i = 0; i < m->n; i++) {
-    uint64_t seq = (uint32_t)m->e[i].size;
-    for (int j = 0; j < COLLX_MAX_REQUESTS; j++) {
-      uint64_t want = 1ull << 32 | seq;
-      atomic_compare_exchange_strong(&c->reqs[j].await, &want, 0);
-    }
-  }
-  pthread_mutex_unlock(&c->q_lock);
-}
-
-static int accept_record(struct tcp_send_comm *c, const struct wire_ctrl *m, const char **why) {
-  int type = wire_ctrl_check(m, 1, why);
-  if ((type == WIRE_DONE || type == WIRE_LOST_ACK || type == WIRE_REJOIN || type == WIRE_REJOINED) &&
-      !c->base.failover) {
-    *why = "failover record on a connection without failover";
-    return -1;
-  }
-  if (type == WIRE_DONE) sends_confirmed(c, m);
-  /* Acted on outside the control socket's lock (chunks_take_back). */
-  if (type == WIRE_LOST_ACK) atomic_fetch_or(&c->lost_acked, (unsigned)m->e[0].size);
-  /* Paths coming back are the watchdog's (send_watch). */
-  if (type == WIRE_REJOIN) {
-    pthread_mutex_lock(&c->rejoin_lock);
-    c->rejoin_port[m->seq] = (uint16_t)m->e[0].tag;
-    c->rejoin_token = m->e[0].size;
-    pthread_mutex_unlock(&c->rejoin_lock);
-  }
-  if (type == WIRE_REJOINED) atomic_fetch_or(&c->rejoined, (unsigned)m->e[0].size);
-  if (type != WIRE_CTS) return type < 0 ? -1 : 0;
-  return match_cts_accept(&c->match_tx, m, why);
-}
-
-/* Read every CTS record (and heartbeat) that has arrived, in as few recv
- * calls as the socket allows. */
-static void ctrl_drain(struct tcp_comm_base *b) {
+/* The role's drain: CTS and failover records in; the chunks of streams
+ * the receiver has let go of (LOST_ACK) go out again. */
+static void send_drain(struct tcp_comm_base *b) {
   struct tcp_send_comm *c = send_comm_of(b);
-  if (pthread_mutex_trylock(&b->ctrl_rx_lock) != 0) return;
-  const size_t rec = sizeof(struct wire_ctrl);
-  while (!tcp_comm_failed(b)) {
-    enum sock_io io = tcp_ctrl_recv(b, b->ctrl_rx, sizeof b->ctrl_rx, &b->ctrl_rx_done, 1);
-    if (io == SOCK_IO_AGAIN) break;
-    if (io != SOCK_IO_DONE) {
-      tcp_comm_fail(b, ncclRemoteError, tcp_io_reason(io));
-      break;
-    }
-    atomic_store(&b->last_heard, tcp_now());
-    size_t whole = b->ctrl_rx_done / rec * rec;
-    const char *why = NULL;
-    for (size_t off = 0; off < whole && !why; off += rec) {
-      struct wire_ctrl m;
-      memcpy(&m, b->ctrl_rx + off, rec);
-      if (accept_record(c, &m, &why) != 0) tcp_comm_fail(b, ncclRemoteError, why);
-    }
-    memmove(b->ctrl_rx, b->ctrl_rx + whole, b->ctrl_rx_done - whole);
-    b->ctrl_rx_done -= whole;
-    if (why || b->ctrl_rx_done + whole < sizeof b->ctrl_rx) break; /* short read: dry */
-  }
-  pthread_mutex_unlock(&b->ctrl_rx_lock);
+  tcp_ctrl_drain(&b->ctrl);
   if (atomic_load(&c->lost_acked)) chunks_take_back(c);
-}
-
-/* Match early eager sends against CTS records that have come in since.
- * 0, or -1 after failing the comm. */
-static int eager_replay(struct tcp_send_comm *c) {
-  while (c->match_tx.early_len && !tcp_comm_failed(&c->base)) {
-    struct match_replayed m;
-    int got = match_early_replay(&c->match_tx, &m);
-    if (got == MATCH_NOT_IN) return 0;
-    if (got == MATCH_NO_ENTRY) {
-      tcp_comm_failf(&c->base, ncclInvalidUsage, "a message with tag %d sent before its CTS fits no free entry of "
-                     "receive %u", m.tag, m.seq);
-      return -1;
-    }
-    if (m.oversize)
-      COLLX_WARN("message of %llu bytes to %s on device %s is larger than the receive buffer of %llu "
-                 "bytes posted for tag %d (sent before its CTS: the receive fails)",
-                 (unsigned long long)m.size, c->base.peer, c->base.devname, (unsigned long long)m.cap, m.tag);
-  }
-  return 0;
 }
 
 /* ---- chunks on the data streams -------------------------------------------- */
@@ -443,7 +248,8 @@ static void streams_check(struct tcp_send_comm *c, double now) {
   snprintf(why, sizeof why, "no acknowledgement for %d ms", tcp_cfg.failover_ms);
   for (int i = 0; i < c->base.nstreams; i++) {
     struct tcp_stream *s = &c->base.streams[i];
-    if (!tcp_stream_lost(&c->base, i) && tcp_fd_stalled(s->fd, &s->stall, now)) stream_failed(c, i, why);
+    if (!tcp_stream_lost(&c->base, i) && sock_stalled(s->fd, &s->stall, now, tcp_cfg.failover_ms))
+      stream_failed(c, i, why);
   }
 }
 
@@ -645,7 +451,7 @@ static void caller_pump(struct tcp_send_comm *c) {
 /* The watchdog's tick: heartbeats on the control socket and a stream. */
 static void send_watch(struct tcp_comm_base *b, double now) {
   struct tcp_send_comm *c = send_comm_of(b);
-  ctrl_heartbeat(c, now);
+  tcp_ctrl_heartbeat(&b->ctrl, now);
   stream_heartbeat(c, now);
   if (c->base.failover) {
     streams_check(c, now);
@@ -696,7 +502,7 @@ static void send_truncation(struct tcp_send_comm *c, uint32_t seq, int idx, size
 /* isend has no CTS for this message yet: NCCL will ask again.  Counted, so
  * that the close-time statistics say whether senders wait for receivers. */
 static ncclResult_t send_not_yet(struct tcp_send_comm *c) {
-  want_cts(c);
+  tcp_send_want_cts(c);
   c->send_stats.isend_retries++;
   if (!c->send_stats.waiting) c->send_stats.sends_waited++;
   c->send_stats.waiting = 1;
@@ -720,10 +526,7 @@ static void eager_post(struct tcp_send_comm *c, struct tcp_send_req *r, int tag,
   r->eager_hdr = (struct wire_eager){.magic = WIRE_MAGIC, .type = WIRE_EAGER,
                                      .flags = matched ? WIRE_EAGER_MATCHED : 0, .seq = r->base.seq,
                                      .tag = tag, .idx = (uint8_t)r->idx, .size = r->size};
-  pthread_mutex_lock(&c->base.ctrl_tx_lock);
-  collx_list_add_tail(&c->eager_queue, &r->qnode);
-  pthread_mutex_unlock(&c->base.ctrl_tx_lock);
-  ctrl_pump(c);
+  tcp_send_eager_queue(c, r);
 }
 
 /* Queue a message matched to receive entry seq/idx for the streams. */
@@ -760,8 +563,8 @@ static void chunks_post(struct tcp_send_comm *c, struct tcp_send_req *r) {
 static int cts_intake(struct tcp_send_comm *c, int eager) {
   int need_cursor = !eager || c->match_tx.early_len >= TCP_EAGER_LOG / 2;
   if (!need_cursor || (!c->match_tx.early_len && match_cts_ready(&c->match_tx))) return 0;
-  ctrl_drain(&c->base);
-  eager_replay(c);
+  send_drain(&c->base);
+  tcp_send_eager_replay(c);
   return tcp_comm_failed(&c->base) ? -1 : 0;
 }
 
@@ -825,10 +628,10 @@ static int send_done(struct tcp_send_req *r) { return send_written(r) && !atomic
 /* An eager send is written by whoever tests it; a small striped send still
  * queued (its stream was busy) can be pushed by the caller. */
 static void send_progress(struct tcp_send_comm *c, struct tcp_send_req *r) {
-  if (r->eager) ctrl_pump(c);
+  if (r->eager) tcp_ctrl_pump(&c->base.ctrl);
   /* DONE records, and LOST_ACK records that free chunks stuck on a lost
    * stream. */
-  if (c->base.failover && !r->eager && (send_written(r) || atomic_load(&c->base.lost))) ctrl_drain(&c->base);
+  if (c->base.failover && !r->eager && (send_written(r) || atomic_load(&c->base.lost))) send_drain(&c->base);
   if (tcp_caller_progress())
     caller_pump(c);
   else if (r->size <= TCP_INLINE_MAX && !r->eager)
@@ -878,10 +681,25 @@ static void log_stats(const struct tcp_send_comm *c) {
              (unsigned long long)c->send_stats.early, (unsigned long long)c->send_stats.cts_wanted, per_stream);
 }
 
-static void send_close(struct tcp_comm_base *b) {
+static int send_init(struct tcp_comm_base *b, const struct tcp_comm_sockets *sk) {
+  struct tcp_send_comm *c = send_comm_of(b);
+  c->max_chunk = sk->max_chunk;
+  c->merged = sk->members > 1;
+  collx_list_init(&c->queue);
+  collx_list_init(&c->eager_queue);
+  pthread_mutex_init(&c->q_lock, NULL);
+  pthread_mutex_init(&c->rejoin_lock, NULL);
+  for (int i = 0; i < COLLX_MAX_REQUESTS; i++) {
+    c->reqs[i].base.magic = TCP_MAGIC_REQ;
+    c->reqs[i].base.comm = b;
+    collx_list_init(&c->reqs[i].qnode);
+  }
+  return 0;
+}
+
+static void send_release(struct tcp_comm_base *b) {
   struct tcp_send_comm *c = send_comm_of(b);
   log_stats(c);
-  tcp_comm_base_stop(b);
   pthread_mutex_destroy(&c->q_lock);
   pthread_mutex_destroy(&c->rejoin_lock);
   for (int i = 0; i < COLLX_MAX_REQUESTS; i++) {
@@ -893,49 +711,19 @@ static void send_close(struct tcp_comm_base *b) {
     free(c->tx[i].log);
     c->tx[i].log = NULL;
   }
-  tcp_comm_base_bury(b);
 }
 
-static const struct tcp_comm_role send_role = {
+const struct tcp_comm_role tcp_send_role = {
     .name = "send",
     .sends = 1,
+    .magic = TCP_MAGIC_SEND,
+    .size = sizeof(struct tcp_send_comm),
+    .ctrl = &tcp_send_ctrl_ops,
+    .init = send_init,
+    .release = send_release,
     .watch = send_watch,
-    .drain = ctrl_drain,
+    .drain = send_drain,
     .serve = send_serve,
     .stream_reset = send_stream_reset,
     .test = send_test,
-    .close = send_close,
 };
-
-ncclResult_t tcp_send_comm_start(const struct tcp_comm_sockets *sk, struct tcp_send_comm **out) {
-  /* The comm holds the request pool and the stream state, which the
-   * streams touch for every chunk: keep it on the NIC's NUMA node. */
-  struct tcp_send_comm *c = collx_topo_alloc_local(sk->dev, sizeof *c);
-  if (!c) {
-    tcp_close_sockets(sk);
-    COLLX_WARN("out of memory for a comm with %s", sk->peer);
-    return ncclSystemError;
-  }
-  memset(c, 0, sizeof *c);
-  if (tcp_comm_base_init(&c->base, TCP_MAGIC_SEND, &send_role, sk) != 0) {
-    collx_topo_free_local(c);
-    return ncclSystemError;
-  }
-  c->max_chunk = sk->max_chunk;
-  c->merged = sk->members > 1;
-  collx_list_init(&c->queue);
-  collx_list_init(&c->eager_queue);
-  pthread_mutex_init(&c->q_lock, NULL);
-  pthread_mutex_init(&c->rejoin_lock, NULL);
-  for (int i = 0; i < COLLX_MAX_REQUESTS; i++) {
-    c->reqs[i].base.magic = TCP_MAGIC_REQ;
-    c->reqs[i].base.comm = &c->base;
-    collx_list_init(&c->reqs[i].qnode);
-  }
-  if (tcp_comm_base_start(&c->base) != 0) {
-    tcp_comm_close(&c->base);
-    return ncclSystemError;
-  }
-  *out = c;
-  return ncclSuccess;
-}

@@ -1,12 +1,14 @@
 /*
  * The send role: a send comm, its requests, and the state of each of its
- * streams.  send.c owns all of it; only the comm's base (comm.h) is shared
- * with the watchdog and the progress driver.
+ * streams.  send.c posts sends and writes the data streams; send_ctrl.c
+ * is the role's part in the control channel.  Calls go send.c ->
+ * send_ctrl.c, never back; only the comm's base (base.h) is shared with
+ * the watchdog and the progress driver.
  */
 #ifndef COLLX_TCP_SEND_H
 #define COLLX_TCP_SEND_H
 
-#include "comm.h"
+#include "base.h"
 #include "match.h"
 
 /* A sender refused for want of a CTS asks again after this long. */
@@ -28,7 +30,7 @@ struct tcp_send_req {
   uint32_t next[TCP_MAX_STREAMS];
   size_t chunks_left;
   _Atomic size_t chunks_done;
-  struct collx_list qnode; /* in the chunk queue (q_lock) or the eager queue (ctrl_tx_lock) */
+  struct collx_list qnode; /* in the chunk queue (q_lock) or the eager queue (the control channel's writer) */
   /* Failover (the comm's base.failover): a striped send is done only once
    * the receiver confirms its receive (DONE): while it waits, this is
    * 1 << 32 | seq, else 0.  Chunks that went out on a stream given up
@@ -69,15 +71,10 @@ struct tcp_send_comm {
   int merged;                 /* its streams leave by several NICs (pick_chunk) */
   pthread_mutex_t q_lock;
   struct collx_list queue;    /* sends with chunks not yet handed to a stream */
-  /* Eager messages share the outgoing control socket, in order
-   * (ctrl_tx_lock) */
+  /* Eager messages are the control channel's items, in order (its
+   * writer's lock; send_ctrl.c) */
   struct collx_list eager_queue;  /* eager sends not yet started */
   struct tcp_send_req *eager_tx;  /* the eager send being written */
-  size_t eager_tx_done, eager2_tx_done; /* on the control socket and its spare */
-  /* A CTS_WANTED the control socket was too busy to take, queued as soon
-   * as the eager message being written ends (ctrl_tx_lock) */
-  int want_pending;
-  uint32_t want_pending_seq;
   /* The last CTS_WANTED, for the cursor position it was sent at */
   uint32_t want_seq;
   double want_at;
@@ -107,9 +104,22 @@ struct tcp_send_comm {
   struct tcp_send_req reqs[COLLX_MAX_REQUESTS];
 };
 
-/* Build a connected send comm from its sockets and start driving it.
- * Takes ownership of the fds (closed on failure). */
-ncclResult_t tcp_send_comm_start(const struct tcp_comm_sockets *sk, struct tcp_send_comm **out);
+/* The role's table (send.c), for opening a send comm. */
+extern const struct tcp_comm_role tcp_send_role;
 
+/* The role's part in the control channel (send_ctrl.c). */
+extern const struct tcp_ctrl_ops tcp_send_ctrl_ops;
+/* Queue an eager send's message behind those queued, and write what the
+ * channel takes now. */
+void tcp_send_eager_queue(struct tcp_send_comm *c, struct tcp_send_req *r);
+/* A send waits for a CTS: ask the receiver for what it holds.  The
+ * receiver reads this behind the eager messages sent before it.  Sent once
+ * per cursor position, and again after TCP_CTS_WANT_RETRY_S in case the
+ * receiver went back to holding before the receive this send needs was
+ * posted. */
+void tcp_send_want_cts(struct tcp_send_comm *c);
+/* Match early eager sends against CTS records that have come in since.
+ * 0, or -1 after failing the comm. */
+int tcp_send_eager_replay(struct tcp_send_comm *c);
 
 #endif

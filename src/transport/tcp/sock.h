@@ -3,6 +3,7 @@
 #define COLLX_TCP_SOCK_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
@@ -65,6 +66,18 @@ void sock_tune(int fd);
 void sock_limit_unsent(int fd, size_t bytes);
 /* Whether poll says the socket takes more now (below that limit, if set). */
 int sock_writable(int fd);
+
+/* What a caller last saw of a socket's acknowledgements, between calls
+ * of sock_stalled. */
+struct sock_stall {
+  double since;   /* bytes waiting, unacknowledged, since then; 0: none */
+  uint64_t acked; /* bytes the peer had acknowledged */
+};
+/* A socket with bytes waiting whose peer host has acknowledged nothing
+ * for `ms` milliseconds (TCP_INFO), judged over calls at `now` (seconds,
+ * a monotonic clock): its path is dead.  A busy peer's host still
+ * acknowledges what arrived (it only closes its window). */
+int sock_stalled(int fd, struct sock_stall *st, double now, int ms);
 
 /* Set O_NONBLOCK. */
 int sock_set_nonblock(int fd);

@@ -1,6 +1,7 @@
 /*
  * The TCP transport: connection setup and the striped data path.  Core
- * reaches it only through the table in ops.c (src/transport/transport.h).
+ * reaches it only through the table in ops.c (src/transport/transport.h);
+ * this header names what that table calls.
  */
 #ifndef COLLX_TCP_TCP_H
 #define COLLX_TCP_TCP_H
@@ -19,8 +20,8 @@ struct tcp_send_comm;   /* send.h */
 struct tcp_recv_comm;   /* recv.h */
 struct tcp_req;         /* what every request starts with (comm.h) */
 
-/* The settings, stored once by the transport's init (ops.c): every file
- * of the transport reads them here. */
+/* The settings (base.c), stored once by the transport's init (ops.c):
+ * every file of the transport reads them here. */
 extern struct collx_config tcp_cfg;
 /* COLLX_EAGER_SIZE's bound in params.def: what a receiver accepts on the
  * control socket must cover it (send.c). */
@@ -46,13 +47,14 @@ ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, void *h,
 /* Drop the half-made connects of `owner` (their sockets are closed);
  * returns how many there were. */
 int tcp_connect_forget(const void *owner);
+/* Release connects NCCL has stopped calling; cheap, called from connect,
+ * listen close and comm close. */
+void tcp_connect_reap(void);
 
 ncclResult_t tcp_isend(struct tcp_send_comm *c, void *data, size_t size, int tag,
                        struct tcp_req **out);
 ncclResult_t tcp_irecv(struct tcp_recv_comm *c, int n, void **data, const size_t *sizes,
                        const int *tags, struct tcp_req **out);
-ncclResult_t tcp_test(struct tcp_req *r, int *done, size_t *sizes);
-void tcp_comm_close(struct tcp_comm_base *c);
 
 /* Which kind of object an opaque pointer is (for argument checks). */
 int tcp_is_send_comm(const void *p);

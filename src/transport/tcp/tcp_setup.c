@@ -18,11 +18,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sock.h"
-#include "topo/topo.h"
-#include "comm.h"
+#include "comm_life.h"
 #include "recv.h"
 #include "send.h"
+#include "sock.h"
+#include "topo/topo.h"
 #include "util/log.h"
 
 /* Half-open sockets a listener keeps; beyond this the oldest is dropped.
@@ -349,13 +349,11 @@ ncclResult_t tcp_accept(struct tcp_listen *l, struct tcp_comm_base **out) {
       sk.path_nic[p] = collx_addr_str((const struct sockaddr *)&l->addrs[p % l->nfds], local[p], sizeof local[p]);
       sk.path_local[p] = &l->addrs[p % l->nfds];
     }
-    struct tcp_recv_comm *rc = NULL;
-    ncclResult_t res = tcp_recv_comm_start(&sk, &rc);
-    if (res == ncclSuccess) *out = &rc->base;
-    if (res == ncclSuccess)
-      COLLX_INFO(COLLX_LOG_NET | COLLX_LOG_INIT, "accepted connection from %s on %s with %d streams",
-                 in->peer, l->devname, in->nstreams);
-    return res;
+    *out = tcp_comm_open(&sk, &tcp_recv_role);
+    if (!*out) return ncclSystemError;
+    COLLX_INFO(COLLX_LOG_NET | COLLX_LOG_INIT, "accepted connection from %s on %s with %d streams", in->peer,
+               l->devname, in->nstreams);
+    return ncclSuccess;
   }
   return ncclSuccess;
 }
@@ -816,12 +814,11 @@ ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, void *h,
       connector_paths(dev, c, &sk, peer_addr, remote);
       sk.spare_ctrl = c->spare;
       sk.spare_ctrl_fd = c->fds[c->nstreams];
-      struct tcp_send_comm *sc = NULL;
-      res = tcp_send_comm_start(&sk, &sc);
-      if (res == ncclSuccess) *out = &sc->base;
-      if (res == ncclSuccess)
-        COLLX_INFO(COLLX_LOG_NET | COLLX_LOG_INIT, "connected to %s on %s with %d streams",
-                   c->peer_str, dev->name, c->nstreams);
+      *out = tcp_comm_open(&sk, &tcp_send_role);
+      res = *out ? ncclSuccess : ncclSystemError;
+      if (*out)
+        COLLX_INFO(COLLX_LOG_NET | COLLX_LOG_INIT, "connected to %s on %s with %d streams", c->peer_str,
+                   dev->name, c->nstreams);
       connecting_free(c, 0); /* fds now belong to the comm (or were closed) */
       return res;
     }

@@ -14,7 +14,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "comm.h"
+#include "progress.h"
+#include "watchdog.h"
 #include "util/log.h"
 
 #define WATCHDOG_TICK_MS 200
@@ -51,11 +52,11 @@ static void watch_one(struct tcp_comm_base *c, double now) {
   if (tcp_comm_failed(c) || atomic_load(&c->stop)) return;
   c->role->watch(c, now);
   c->role->drain(c);
-  if (c->failover) tcp_ctrl_watch(c, now);
+  if (c->failover) tcp_ctrl_watch(&c->ctrl, now);
   double silent = now - atomic_load(&c->last_heard);
   /* A peer that closed its control socket has said goodbye: what is left
    * is judged by what it can still deliver (recv.c). */
-  if (tcp_cfg.timeout_s > 0 && silent > tcp_cfg.timeout_s && !atomic_load(&c->ctrl_eof)) {
+  if (tcp_cfg.timeout_s > 0 && silent > tcp_cfg.timeout_s && !atomic_load(&c->ctrl.eof)) {
     tcp_comm_failf(c, ncclRemoteError, "no answer from the peer's plugin for %.0f s (COLLX_TIMEOUT=%d)",
                    silent, tcp_cfg.timeout_s);
     tcp_comm_wake(c);

@@ -1,0 +1,396 @@
+/*
+ * The control channel (ctrl.h): its writer, its reader, and the spare
+ * socket that failover keeps beside the first.
+ *
+ * Two sockets.  Every control byte is written on both, in the same order:
+ * a batch of records or an item is finished only once both have it, so
+ * that the loss of either path loses nothing, and no record needs sending
+ * again.  The reader reads one socket and drops the other's copy up to the
+ * same place; when the one it reads is given up, or goes quiet for
+ * COLLX_FAILOVER_MS while the other brings more, it reads the other from
+ * that place on.  Without a spare these are plain reads and writes of the
+ * one socket.
+ */
+#include <errno.h>
+#include <linux/sockios.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "base.h"
+#include "ctrl.h"
+#include "util/log.h"
+
+int tcp_ctrl_init(struct tcp_ctrl *k, struct tcp_comm_base *comm, const struct tcp_ctrl_ops *ops, int fd,
+                  int spare_fd) {
+  k->comm = comm;
+  k->ops = ops;
+  k->fd[0] = fd;
+  k->fd[1] = spare_fd;
+  atomic_store(&k->live, spare_fd >= 0 ? 3 : 1);
+  k->rd_other_dead = spare_fd < 0;
+  k->rd_last = tcp_now();
+  if (pthread_mutex_init(&k->tx_lock, NULL) != 0) return -1;
+  if (pthread_mutex_init(&k->rx_lock, NULL) != 0) {
+    pthread_mutex_destroy(&k->tx_lock);
+    return -1;
+  }
+  return 0;
+}
+
+static int is_live(const struct tcp_ctrl *k, int which) {
+  return atomic_load(&((struct tcp_ctrl *)k)->live) >> which & 1;
+}
+
+/* ---- both sockets ----------------------------------------------------------- */
+
+void tcp_ctrl_lose(struct tcp_ctrl *k, int which, const char *why) {
+  struct tcp_comm_base *c = k->comm;
+  int bit = 1 << which;
+  int before = atomic_fetch_and(&k->live, ~bit);
+  if (!(before & bit)) return;
+  if (!(before & ~bit)) {
+    tcp_comm_failf(c, ncclRemoteError, "the control connection is lost (%s)", why);
+    return;
+  }
+  COLLX_INFO(COLLX_LOG_NET, "%s connection with %s on device %s: control socket %d given up (%s); the other "
+             "carries on", c->role->name, c->peer, c->devname, which, why);
+  atomic_store(&k->rd_switch, 1);
+}
+
+/* Write bytes [done[k], hlen + plen) of a header and a payload on every
+ * socket in use: DONE once each has them all.  A socket that fails is
+ * given up while another is left; the last one's failure is returned. */
+static enum sock_io send_both(struct tcp_ctrl *k, const void *hdr, size_t hlen, const void *payload, size_t plen,
+                              size_t done[2]) {
+  enum sock_io result = SOCK_IO_DONE;
+  for (int w = 0; w < 2; w++) {
+    if (!is_live(k, w) || done[w] == hlen + plen) continue;
+    enum sock_io io = sock_send_two(k->fd[w], hdr, hlen, payload, plen, &done[w]);
+    if (io == SOCK_IO_DONE) continue;
+    if (io == SOCK_IO_AGAIN) {
+      result = SOCK_IO_AGAIN;
+      continue;
+    }
+    if (!(atomic_load(&k->live) & ~(1 << w))) return io;
+    tcp_ctrl_lose(k, w, tcp_io_reason(io));
+  }
+  return result;
+}
+
+/* ---- the writer ------------------------------------------------------------- */
+
+void tcp_ctrl_lock(struct tcp_ctrl *k) { pthread_mutex_lock(&k->tx_lock); }
+int tcp_ctrl_trylock(struct tcp_ctrl *k) { return pthread_mutex_trylock(&k->tx_lock); }
+int tcp_ctrl_writer_dead(const struct tcp_ctrl *k) { return k->tx_dead; }
+
+/* Bytes of queued records every socket in use has written. */
+static size_t records_written(const struct tcp_ctrl *k) {
+  int live = atomic_load(&((struct tcp_ctrl *)k)->live);
+  if (live == 3) return k->tx_done[0] < k->tx_done[1] ? k->tx_done[0] : k->tx_done[1];
+  return live == 2 ? k->tx_done[1] : k->tx_done[0];
+}
+
+/* Forget every byte queued and every cursor: the one place they are
+ * reset, so no cursor can point past what is queued. */
+static void tx_reset(struct tcp_ctrl *k) {
+  k->tx_len = k->tx_done[0] = k->tx_done[1] = 0;
+  k->item_active = 0;
+  k->item_done[0] = k->item_done[1] = 0;
+}
+
+/* No socket is left to write: what is queued is dropped, and nothing more
+ * is taken. */
+static void writer_dies(struct tcp_ctrl *k, enum sock_io io) {
+  k->tx_dead = 1;
+  tx_reset(k);
+  if (k->ops->write_error_fails) tcp_comm_fail(k->comm, ncclRemoteError, tcp_io_reason(io));
+}
+
+int tcp_ctrl_queue(struct tcp_ctrl *k, const struct wire_ctrl *m) {
+  if (k->tx_dead) return -1;
+  size_t written = records_written(k);
+  if (written > 0) {
+    memmove(k->tx, k->tx + written, k->tx_len - written);
+    k->tx_len -= written;
+    for (int w = 0; w < 2; w++) k->tx_done[w] = k->tx_done[w] > written ? k->tx_done[w] - written : 0;
+  }
+  if (k->tx_len + sizeof *m > sizeof k->tx) return -1;
+  memcpy(k->tx + k->tx_len, m, sizeof *m);
+  k->tx_len += sizeof *m;
+  return 0;
+}
+
+size_t tcp_ctrl_held(const struct tcp_ctrl *k) { return (k->tx_len - records_written(k)) / sizeof(struct wire_ctrl); }
+
+static enum sock_io write_records(struct tcp_ctrl *k) {
+  enum sock_io io = send_both(k, k->tx, k->tx_len, NULL, 0, k->tx_done);
+  if (io == SOCK_IO_DONE) k->tx_len = k->tx_done[0] = k->tx_done[1] = 0;
+  return io;
+}
+
+static enum sock_io write_item(struct tcp_ctrl *k) {
+  enum sock_io io = send_both(k, k->item.hdr, k->item.hlen, k->item.payload, k->item.plen, k->item_done);
+  if (io == SOCK_IO_DONE) {
+    k->item_active = 0;
+    k->ops->item_done(k);
+  }
+  return io;
+}
+
+/* Start the role's next item after the records.  0 when it has none. */
+static int start_item(struct tcp_ctrl *k) {
+  if (!k->ops->next_item || !k->ops->next_item(k, &k->item)) return 0;
+  k->item_active = 1;
+  k->item_done[0] = k->item_done[1] = 0;
+  return 1;
+}
+
+/* The order on the wire: the item in progress, then the records queued
+ * (those queued during it land behind it), then the next item. */
+int tcp_ctrl_flush(struct tcp_ctrl *k) {
+  for (;;) {
+    if (k->tx_dead) return k->ops->write_error_fails ? -1 : 0;
+    if (k->ops->fill && k->ops->owed(k)) k->ops->fill(k);
+    enum sock_io io;
+    if (k->item_active)
+      io = write_item(k);
+    else if (records_written(k) < k->tx_len)
+      io = write_records(k);
+    else if (start_item(k))
+      continue;
+    else
+      return 0;
+    if (io == SOCK_IO_AGAIN) return 1;
+    if (io != SOCK_IO_DONE) writer_dies(k, io);
+  }
+}
+
+void tcp_ctrl_unlock(struct tcp_ctrl *k) {
+  pthread_mutex_unlock(&k->tx_lock);
+  /* Owed while the lock was held (by a thread that found it taken). */
+  if (!k->ops->owed || !k->ops->owed(k) || pthread_mutex_trylock(&k->tx_lock) != 0) return;
+  tcp_ctrl_flush(k);
+  pthread_mutex_unlock(&k->tx_lock);
+}
+
+void tcp_ctrl_pump(struct tcp_ctrl *k) {
+  if (tcp_ctrl_trylock(k) != 0) return;
+  tcp_ctrl_flush(k);
+  tcp_ctrl_unlock(k);
+}
+
+void tcp_ctrl_heartbeat(struct tcp_ctrl *k, double now) {
+  if (tcp_ctrl_trylock(k) != 0) return;
+  if (tcp_ctrl_flush(k) == 0 && now - k->last_sent >= TCP_HEARTBEAT_INTERVAL_S) {
+    struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_HEARTBEAT};
+    if (tcp_ctrl_queue(k, &m) == 0) k->last_sent = now;
+    tcp_ctrl_flush(k);
+  }
+  tcp_ctrl_unlock(k);
+}
+
+void tcp_ctrl_wait_writable(struct tcp_ctrl *k, int ms) {
+  struct pollfd p[2];
+  int n = 0;
+  for (int w = 0; w < 2; w++)
+    if (is_live(k, w)) p[n++] = (struct pollfd){.fd = k->fd[w], .events = POLLOUT};
+  poll(p, (nfds_t)n, ms);
+}
+
+/* ---- the reader ------------------------------------------------------------- */
+
+/* Drop up to `len` bytes of socket fd, counted into *pos; TCP discards
+ * them without copying (MSG_TRUNC).  -1 when it has failed or ended. */
+static int drop_bytes(int fd, uint64_t len, uint64_t *pos) {
+  while (len > 0) {
+    ssize_t n = recv(fd, NULL, len < (1u << 30) ? (size_t)len : (1u << 30), MSG_DONTWAIT | MSG_TRUNC);
+    if (n > 0) {
+      *pos += (uint64_t)n;
+      len -= (uint64_t)n;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    return -1;
+  }
+  return 0;
+}
+
+/* Read the other socket from now on; first drop what of it was read
+ * from the first (rd_skip). */
+static void reader_switch(struct tcp_ctrl *k) {
+  if (k->rd_other_dead) return;
+  struct tcp_comm_base *c = k->comm;
+  k->rd = !k->rd;
+  k->rd_skip = k->rd_pos - k->rd_other_pos;
+  k->rd_other_dead = 1; /* the one given up is not read again */
+  k->rd_last = tcp_now();
+  COLLX_INFO(COLLX_LOG_NET, "%s connection with %s on device %s: reading control socket %d from byte %llu on",
+             c->role->name, c->peer, c->devname, k->rd, (unsigned long long)k->rd_pos);
+}
+
+/* Keep the copy on the socket not read drained up to where the reader is,
+ * so that the peer's writes to it never stall for room: once it lags by
+ * SPARE_LAG (a call that finds less costs a syscall per read for
+ * nothing), and at the watchdog's look whatever the lag. */
+#define SPARE_LAG (256 * 1024)
+
+static void other_drain(struct tcp_ctrl *k, int any_lag) {
+  if (k->rd_other_dead || k->rd_other_pos >= k->rd_pos) return;
+  if (!any_lag && k->rd_pos - k->rd_other_pos < SPARE_LAG) return;
+  if (drop_bytes(k->fd[!k->rd], k->rd_pos - k->rd_other_pos, &k->rd_other_pos) != 0) k->rd_other_dead = 1;
+}
+
+static enum sock_io recv_from(int fd, void *buf, size_t len, size_t *done, int once) {
+  return once ? sock_recv_once(fd, buf, len, done) : sock_recv_some(fd, buf, len, done);
+}
+
+enum sock_io tcp_ctrl_recv(struct tcp_ctrl *k, void *buf, size_t len, size_t *done, int once) {
+  if (k->fd[1] < 0) return recv_from(k->fd[0], buf, len, done, once);
+  if (atomic_exchange(&k->rd_switch, 0) && !is_live(k, k->rd)) reader_switch(k);
+  int fd = k->fd[k->rd];
+  if (k->rd_skip) {
+    uint64_t pos = 0;
+    int rc = drop_bytes(fd, k->rd_skip, &pos);
+    k->rd_skip -= pos;
+    if (rc != 0) return SOCK_IO_ERROR;
+    if (k->rd_skip) return SOCK_IO_AGAIN;
+  }
+  size_t before = *done;
+  enum sock_io io = recv_from(fd, buf, len, done, once);
+  k->rd_pos += *done - before;
+  if (*done > before) k->rd_last = tcp_now();
+  if ((io == SOCK_IO_ERROR || io == SOCK_IO_EOF) && !k->rd_other_dead && *done == before) {
+    /* The path of the one read failed; the copy on the other is whole. */
+    tcp_ctrl_lose(k, k->rd, tcp_io_reason(io));
+    atomic_store(&k->rd_switch, 0);
+    reader_switch(k);
+    return tcp_ctrl_recv(k, buf, len, done, once);
+  }
+  other_drain(k, 0);
+  return io;
+}
+
+/* How a read that brought nothing ended: the end of the stream between
+ * messages is the peer's goodbye where the role says so; anything but a
+ * dry socket otherwise fails the comm. */
+static void read_ended(struct tcp_ctrl *k, enum sock_io io) {
+  int between = k->rx_pos == k->rx_done && (!k->ops->at_boundary || k->ops->at_boundary(k));
+  if (io == SOCK_IO_EOF && between && k->ops->eof_is_goodbye) {
+    atomic_store(&k->eof, 1);
+    return;
+  }
+  if (io == SOCK_IO_AGAIN) return;
+  tcp_comm_fail(k->comm, ncclRemoteError,
+                io != SOCK_IO_EOF ? tcp_io_reason(io)
+                : between         ? "connection closed by peer"
+                                  : "connection closed by peer in the middle of a message");
+}
+
+/* Parse the staged bytes, reading more as they are used up.  Reader
+ * held. */
+static void read_and_parse(struct tcp_ctrl *k) {
+  int dry = 0;
+  if (atomic_load(&k->eof)) return;
+  while (!tcp_comm_failed(k->comm)) {
+    int parsed = k->ops->parse(k);
+    if (parsed < 0) return;
+    if (parsed > 0) continue;
+    if (dry) return;
+    memmove(k->rx, k->rx + k->rx_pos, k->rx_done - k->rx_pos);
+    k->rx_done -= k->rx_pos;
+    k->rx_pos = 0;
+    size_t before = k->rx_done;
+    enum sock_io io = tcp_ctrl_recv(k, k->rx, sizeof k->rx, &k->rx_done, 1);
+    if (k->rx_done > before) {
+      tcp_comm_heard(k->comm);
+      dry = k->rx_done < sizeof k->rx; /* a short read: nothing more for now */
+      continue;
+    }
+    read_ended(k, io);
+    return;
+  }
+}
+
+void tcp_ctrl_drain(struct tcp_ctrl *k) {
+  if (pthread_mutex_trylock(&k->rx_lock) != 0) return;
+  read_and_parse(k);
+  pthread_mutex_unlock(&k->rx_lock);
+}
+
+/* ---- the watchdog's look ---------------------------------------------------- */
+
+/* The socket read has brought nothing for COLLX_FAILOVER_MS and holds
+ * nothing unread (a reader waiting for a receive leaves bytes there on
+ * purpose), while the other has bytes beyond it. */
+static int reader_behind(struct tcp_ctrl *k, double now) {
+  if (k->rd_other_dead || now - k->rd_last < tcp_cfg.failover_ms * 1e-3) return 0;
+  int here = 0, there = 0;
+  if (ioctl(k->fd[k->rd], FIONREAD, &here) != 0 || here > 0) return 0;
+  if (ioctl(k->fd[!k->rd], FIONREAD, &there) != 0) return 0;
+  return k->rd_other_pos + (uint64_t)there > k->rd_pos;
+}
+
+void tcp_ctrl_watch(struct tcp_ctrl *k, double now) {
+  if (k->fd[1] < 0) return;
+  char why[64];
+  snprintf(why, sizeof why, "no acknowledgement for %d ms", tcp_cfg.failover_ms);
+  for (int w = 0; w < 2; w++)
+    if (is_live(k, w) && sock_stalled(k->fd[w], &k->stall[w], now, tcp_cfg.failover_ms)) tcp_ctrl_lose(k, w, why);
+  if (pthread_mutex_trylock(&k->rx_lock) != 0) return;
+  other_drain(k, 1);
+  if (reader_behind(k, now)) {
+    tcp_ctrl_lose(k, k->rd, "nothing arrives on it while the spare brings more");
+    atomic_store(&k->rd_switch, 0);
+    reader_switch(k);
+  }
+  pthread_mutex_unlock(&k->rx_lock);
+}
+
+/* ---- close ------------------------------------------------------------------ */
+
+/* How long close waits for the peer's kernel to take what is still queued
+ * on a control socket. */
+#define CLOSE_LINGER_S 0.2
+
+/* Close a control socket without a reset.  Closing a socket with unread
+ * bytes (a heartbeat or CTS that came after the last read) makes the
+ * kernel send a reset, which drops what it still holds for the peer (eager
+ * messages) and fails the peer's reads.  So: end our direction (the peer
+ * reads everything, then end of stream), read and drop what has come in,
+ * and close once the peer has acknowledged all the data we sent, the peer
+ * has closed too, or a short while has passed.  A comm that has failed
+ * does not wait: its peer is gone. */
+static void close_gently(int fd, int failed) {
+  shutdown(fd, SHUT_WR);
+  double until = tcp_now() + (failed ? 0 : CLOSE_LINGER_S);
+  static __thread char sink[4096];
+  for (;;) {
+    ssize_t n;
+    while ((n = recv(fd, sink, sizeof sink, MSG_DONTWAIT)) > 0) {
+    }
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) break;
+    /* The count includes our FIN, which the peer's kernel acknowledges
+     * late (a delayed ACK, 40 ms on Linux): all our data is in once only
+     * the FIN is left. */
+    int unacked = 0;
+    if (ioctl(fd, SIOCOUTQ, &unacked) != 0 || unacked <= 1) break;
+    if (tcp_now() >= until) break;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    poll(&p, 1, 5);
+  }
+  close(fd);
+}
+
+void tcp_ctrl_close(struct tcp_ctrl *k) {
+  int failed = tcp_comm_failed(k->comm);
+  for (int w = 0; w < 2; w++)
+    if (k->fd[w] >= 0) close_gently(k->fd[w], failed);
+  k->fd[0] = k->fd[1] = -1;
+  pthread_mutex_destroy(&k->tx_lock);
+  pthread_mutex_destroy(&k->rx_lock);
+}

@@ -1,0 +1,488 @@
+/*
+ * The control channel (src/transport/tcp/ctrl.c) alone, over loopback
+ * socket pairs: the order of records and items on both sockets, partial
+ * writes, the switch to the spare at the same byte, the reader dropping
+ * the other copy, a writer that dies with records queued, heartbeats,
+ * what is owed going out at unlock, and an end of stream between or
+ * inside messages.
+ *
+ * Partial writes and write errors come from a sendmsg of this program's
+ * own, which the library's socket helpers call instead of the C
+ * library's: per socket, a budget of bytes it takes before it is full,
+ * and an error to fail with.
+ */
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "transport/tcp/base.h"
+#include "transport/tcp/ctrl.h"
+#include "../common/check.h"
+
+/* ---- sendmsg with a budget and a failure per socket ----------------------- */
+
+#define SHIM_FDS 1024
+static long budget[SHIM_FDS];  /* bytes the socket still takes; -1 unlimited */
+static int fail_with[SHIM_FDS]; /* errno of the next sendmsg; 0 none */
+
+static void shim_reset(int fd) {
+  budget[fd] = -1;
+  fail_with[fd] = 0;
+}
+
+ssize_t sendmsg(int fd, const struct msghdr *m, int flags) {
+  static ssize_t (*real)(int, const struct msghdr *, int);
+  if (!real) real = (ssize_t(*)(int, const struct msghdr *, int))dlsym(RTLD_NEXT, "sendmsg");
+  if (fd < 0 || fd >= SHIM_FDS || (budget[fd] < 0 && !fail_with[fd])) return real(fd, m, flags);
+  if (fail_with[fd]) {
+    errno = fail_with[fd];
+    return -1;
+  }
+  if (budget[fd] == 0) {
+    errno = EAGAIN;
+    return -1;
+  }
+  /* The same iovecs, cut to the budget. */
+  struct iovec iov[8];
+  struct msghdr cut = *m;
+  size_t left = (size_t)budget[fd], n = 0;
+  for (size_t i = 0; i < m->msg_iovlen && i < 8 && left > 0; i++, n++) {
+    iov[i] = m->msg_iov[i];
+    if (iov[i].iov_len > left) iov[i].iov_len = left;
+    left -= iov[i].iov_len;
+  }
+  cut.msg_iov = iov;
+  cut.msg_iovlen = n;
+  ssize_t got = real(fd, &cut, flags);
+  if (got > 0) budget[fd] -= got;
+  return got;
+}
+
+/* ---- a comm to hold the channel, and socket pairs ------------------------- */
+
+static const struct tcp_comm_role test_role = {.name = "test"};
+
+struct bed {
+  struct tcp_comm_base *comm;
+  struct tcp_ctrl *k;
+  int peer[2]; /* the far ends of the channel's sockets */
+};
+
+static void tcp_pair(int *near, int *far) {
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof a;
+  int l = socket(AF_INET, SOCK_STREAM, 0);
+  if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 1) != 0 ||
+      getsockname(l, (struct sockaddr *)&a, &len) != 0)
+    exit(2);
+  *near = socket(AF_INET, SOCK_STREAM, 0);
+  if (*near < 0 || connect(*near, (struct sockaddr *)&a, sizeof a) != 0) exit(2);
+  *far = accept(l, NULL, NULL);
+  if (*far < 0 || *near >= SHIM_FDS) exit(2);
+  close(l);
+  /* Records go out as written, as sock_tune has it for the real sockets. */
+  int one = 1;
+  setsockopt(*near, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  setsockopt(*far, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  shim_reset(*near);
+}
+
+static struct bed bed_open(const struct tcp_ctrl_ops *ops, int spare) {
+  struct bed b;
+  b.comm = calloc(1, sizeof *b.comm);
+  if (!b.comm) exit(2);
+  b.comm->role = &test_role;
+  snprintf(b.comm->peer, sizeof b.comm->peer, "test peer");
+  snprintf(b.comm->devname, sizeof b.comm->devname, "lo");
+  int near[2] = {-1, -1};
+  b.peer[1] = -1;
+  for (int w = 0; w < 1 + spare; w++) tcp_pair(&near[w], &b.peer[w]);
+  b.k = &b.comm->ctrl;
+  if (tcp_ctrl_init(b.k, b.comm, ops, near[0], near[1]) != 0) exit(2);
+  return b;
+}
+
+static void bed_close(struct bed *b) {
+  atomic_store(&b->comm->error, ncclRemoteError); /* close at once, no linger */
+  tcp_ctrl_close(b->k);
+  for (int w = 0; w < 2; w++)
+    if (b->peer[w] >= 0) close(b->peer[w]);
+  free(b->comm);
+}
+
+/* Every byte the far end of socket w has now (it waits up to 200 ms for
+ * the first, then takes what follows within 20 ms). */
+static size_t peer_read(struct bed *b, int w, char *buf, size_t cap) {
+  size_t got = 0;
+  int wait = 200;
+  for (;;) {
+    struct pollfd p = {.fd = b->peer[w], .events = POLLIN};
+    if (got >= cap || poll(&p, 1, wait) <= 0) return got;
+    ssize_t n = recv(b->peer[w], buf + got, cap - got, MSG_DONTWAIT);
+    if (n <= 0) return got;
+    got += (size_t)n;
+    wait = 20;
+  }
+}
+
+static struct wire_ctrl record(uint8_t type, uint32_t seq) {
+  return (struct wire_ctrl){.magic = WIRE_MAGIC, .type = type, .seq = seq};
+}
+
+/* ---- a role for the tests: items from a list, records parsed into a log --- */
+
+static struct {
+  struct tcp_ctrl_item items[4];
+  int nitems, next, done;
+  uint32_t seen[4096];
+  int nseen, stop_at;
+  int owed;
+  struct wire_ctrl owed_rec;
+} role;
+
+static void role_reset(void) { memset(&role, 0, sizeof role); }
+
+static int test_next_item(struct tcp_ctrl *k, struct tcp_ctrl_item *it) {
+  (void)k;
+  if (role.next == role.nitems) return 0;
+  *it = role.items[role.next++];
+  return 1;
+}
+
+static void test_item_done(struct tcp_ctrl *k) {
+  (void)k;
+  role.done++;
+}
+
+static int test_parse(struct tcp_ctrl *k) {
+  struct wire_ctrl m;
+  if (role.stop_at && role.nseen == role.stop_at) return -1;
+  if (k->rx_done - k->rx_pos < sizeof m) return 0;
+  memcpy(&m, k->rx + k->rx_pos, sizeof m);
+  k->rx_pos += sizeof m;
+  if (role.nseen < 4096) role.seen[role.nseen++] = m.seq;
+  return 1;
+}
+
+static int test_owed(struct tcp_ctrl *k) {
+  (void)k;
+  return role.owed;
+}
+
+static void test_fill(struct tcp_ctrl *k) {
+  if (tcp_ctrl_queue(k, &role.owed_rec) == 0) role.owed = 0;
+}
+
+static const struct tcp_ctrl_ops sender_ops = {
+    .write_error_fails = 1, .next_item = test_next_item, .item_done = test_item_done, .parse = test_parse};
+static const struct tcp_ctrl_ops receiver_ops = {
+    .write_error_fails = 0, .eof_is_goodbye = 1, .owed = test_owed, .fill = test_fill, .parse = test_parse};
+
+/* ---- the cases ------------------------------------------------------------ */
+
+/* Records, an item, and a record queued while the item is written land
+ * on both sockets in that order, the late record behind the item; the
+ * item is done once, only when both sockets have it. */
+static void test_order_on_both_sockets(void) {
+  role_reset();
+  struct bed b = bed_open(&sender_ops, 1);
+  static char payload[3000];
+  for (size_t i = 0; i < sizeof payload; i++) payload[i] = (char)(i * 7);
+  struct wire_eager hdr = {.magic = WIRE_MAGIC, .type = WIRE_EAGER, .size = sizeof payload};
+  role.items[0] = (struct tcp_ctrl_item){.hdr = &hdr, .hlen = sizeof hdr, .payload = payload,
+                                         .plen = sizeof payload};
+  role.nitems = 1;
+  struct wire_ctrl first = record(WIRE_CTS_WANTED, 1), late = record(WIRE_CTS_WANTED, 2);
+
+  /* The first socket takes the record and 100 bytes of the item, then is
+   * full. */
+  budget[b.k->fd[0]] = sizeof first + 100;
+  tcp_ctrl_lock(b.k);
+  CHECK(tcp_ctrl_queue(b.k, &first) == 0, "a record is queued");
+  CHECK(tcp_ctrl_flush(b.k) == 1, "the flush stops at the full socket");
+  CHECK(b.k->item_active, "the item is in progress");
+  CHECK(tcp_ctrl_queue(b.k, &late) == 0, "a record is queued in the middle of the item");
+  CHECK(tcp_ctrl_flush(b.k) == 1 && role.done == 0, "no item is done while one socket lacks it");
+  budget[b.k->fd[0]] = -1;
+  CHECK(tcp_ctrl_flush(b.k) == 0, "all written once the socket takes more");
+  CHECK(tcp_ctrl_held(b.k) == 0 && role.done == 1, "nothing held, the item done once (%d)", role.done);
+  tcp_ctrl_unlock(b.k);
+
+  size_t want = 2 * sizeof first + sizeof hdr + sizeof payload;
+  static char expect[sizeof(struct wire_ctrl) * 2 + sizeof(struct wire_eager) + 3000], got[2][sizeof expect];
+  size_t at = 0;
+  memcpy(expect + at, &first, sizeof first), at += sizeof first;
+  memcpy(expect + at, &hdr, sizeof hdr), at += sizeof hdr;
+  memcpy(expect + at, payload, sizeof payload), at += sizeof payload;
+  memcpy(expect + at, &late, sizeof late), at += sizeof late;
+  for (int w = 0; w < 2; w++) {
+    size_t n = peer_read(&b, w, got[w], sizeof got[w]);
+    CHECK(n == want, "socket %d carried %zu bytes, expected %zu", w, n, want);
+    CHECK(n == want && memcmp(got[w], expect, want) == 0,
+          "socket %d: the first record, the item, then the record queued during it", w);
+  }
+  CHECK(!tcp_comm_failed(b.comm), "no failure");
+  bed_close(&b);
+}
+
+/* A socket that takes a few bytes per call: every byte still goes out
+ * once, in order. */
+static void test_partial_writes(void) {
+  role_reset();
+  struct bed b = bed_open(&sender_ops, 0);
+  static char payload[700];
+  for (size_t i = 0; i < sizeof payload; i++) payload[i] = (char)(i * 13 + 1);
+  struct wire_eager hdr = {.magic = WIRE_MAGIC, .type = WIRE_EAGER, .size = sizeof payload};
+  role.items[0] = (struct tcp_ctrl_item){.hdr = &hdr, .hlen = sizeof hdr, .payload = payload,
+                                         .plen = sizeof payload};
+  role.nitems = 1;
+  tcp_ctrl_lock(b.k);
+  for (uint32_t i = 0; i < 10; i++) {
+    struct wire_ctrl m = record(WIRE_CTS_WANTED, i);
+    tcp_ctrl_queue(b.k, &m);
+  }
+  int rounds = 0, rc;
+  do {
+    budget[b.k->fd[0]] = 13;
+    rc = tcp_ctrl_flush(b.k);
+  } while (rc == 1 && ++rounds < 1000);
+  tcp_ctrl_unlock(b.k);
+  size_t want = 10 * sizeof(struct wire_ctrl) + sizeof hdr + sizeof payload;
+  CHECK(rc == 0 && rounds == (int)((want + 12) / 13) - 1, "written 13 bytes a round, %d rounds full (rc %d)",
+        rounds, rc);
+  static char got[4096];
+  size_t n = peer_read(&b, 0, got, sizeof got);
+  int in_order = n == want;
+  for (uint32_t i = 0; in_order && i < 10; i++) {
+    struct wire_ctrl m;
+    memcpy(&m, got + i * sizeof m, sizeof m);
+    in_order = m.seq == i && m.type == WIRE_CTS_WANTED;
+  }
+  in_order = in_order && !memcmp(got + 10 * sizeof(struct wire_ctrl) + sizeof hdr, payload, sizeof payload);
+  CHECK(in_order, "%zu bytes, the ten records then the item, each byte once", n);
+  bed_close(&b);
+}
+
+/* The far end writes records 0..n-1 on socket w. */
+static void peer_send_records(struct bed *b, int w, uint32_t from, uint32_t to) {
+  for (uint32_t i = from; i < to; i++) {
+    struct wire_ctrl m = record(WIRE_HEARTBEAT, i);
+    if (send(b->peer[w], &m, sizeof m, 0) != (ssize_t)sizeof m) exit(2);
+  }
+}
+
+static int seen_in_order(uint32_t n) {
+  if (role.nseen != (int)n) return 0;
+  for (uint32_t i = 0; i < n; i++)
+    if (role.seen[i] != i) return 0;
+  return 1;
+}
+
+static void drain_until(struct bed *b, int n) {
+  for (int t = 0; t < 100 && role.nseen < n && !tcp_comm_failed(b->comm); t++) {
+    tcp_ctrl_drain(b->k);
+    if (role.nseen < n) poll(NULL, 0, 5);
+  }
+}
+
+/* The socket read is given up part way: the reader goes on with the spare
+ * from the same byte, no record lost or seen twice. */
+static void test_switch_at_the_same_byte(void) {
+  role_reset();
+  struct bed b = bed_open(&receiver_ops, 1);
+  peer_send_records(&b, 0, 0, 100);
+  peer_send_records(&b, 1, 0, 100);
+  role.stop_at = 40; /* the role stops reading after 40, as one waiting for a receive does */
+  drain_until(&b, 40);
+  CHECK(role.nseen == 40 && b.k->rd == 0, "40 records read from the first socket (%d)", role.nseen);
+  tcp_ctrl_lose(b.k, 0, "test: path lost");
+  role.stop_at = 0;
+  drain_until(&b, 100);
+  CHECK(seen_in_order(100), "records 0..99 each once, across the switch (%d seen)", role.nseen);
+  CHECK(b.k->rd == 1, "the spare is read now");
+  CHECK(!tcp_comm_failed(b.comm), "no failure with the spare left");
+  bed_close(&b);
+}
+
+/* The socket read ends (its path failed): the reader moves to the spare
+ * by itself, at the same byte. */
+static void test_switch_on_end_of_stream(void) {
+  role_reset();
+  struct bed b = bed_open(&receiver_ops, 1);
+  peer_send_records(&b, 0, 0, 60);
+  peer_send_records(&b, 1, 0, 60);
+  drain_until(&b, 60);
+  close(b.peer[0]);
+  b.peer[0] = -1;
+  peer_send_records(&b, 1, 60, 100);
+  drain_until(&b, 100);
+  CHECK(seen_in_order(100), "records 0..99 each once after the first socket ended (%d seen)", role.nseen);
+  CHECK(b.k->rd == 1 && !(atomic_load(&b.k->live) & 1), "the first socket given up, the spare read");
+  CHECK(!tcp_comm_failed(b.comm), "no failure with the spare left");
+  bed_close(&b);
+}
+
+static int unread(int fd) {
+  int n = -1;
+  return ioctl(fd, FIONREAD, &n) == 0 ? n : -1;
+}
+
+/* The copy on the socket not read is dropped up to where the reader is,
+ * at the watchdog's look; no more than that. */
+static void test_other_copy_dropped(void) {
+  role_reset();
+  struct bed b = bed_open(&receiver_ops, 1);
+  peer_send_records(&b, 0, 0, 100);
+  peer_send_records(&b, 1, 0, 100);
+  drain_until(&b, 100);
+  peer_send_records(&b, 1, 100, 110); /* ahead of the reader: kept */
+  poll(NULL, 0, 20);
+  int before = unread(b.k->fd[1]);
+  tcp_ctrl_watch(b.k, tcp_now());
+  int after = unread(b.k->fd[1]);
+  CHECK(before == 110 * (int)sizeof(struct wire_ctrl), "the spare holds its copy (%d bytes)", before);
+  CHECK(after == 10 * (int)sizeof(struct wire_ctrl), "the copy dropped up to the reader, the rest kept (%d)", after);
+  CHECK(seen_in_order(100), "the reader's records are untouched (%d)", role.nseen);
+  bed_close(&b);
+}
+
+/* Only the spare is left; it has written part of the queued records when
+ * it fails too.  The writer is dead: nothing is held, nothing more is
+ * taken, and a heartbeat after that touches no stale cursor. */
+static void test_dead_writer_with_records_queued(const struct tcp_ctrl_ops *ops) {
+  role_reset();
+  struct bed b = bed_open(ops, 1);
+  tcp_ctrl_lose(b.k, 0, "test: path lost");
+  tcp_ctrl_lock(b.k);
+  for (uint32_t i = 0; i < 5; i++) {
+    struct wire_ctrl m = record(WIRE_CTS_WANTED, i);
+    tcp_ctrl_queue(b.k, &m);
+  }
+  budget[b.k->fd[1]] = 50;
+  CHECK(tcp_ctrl_flush(b.k) == 1 && tcp_ctrl_held(b.k) > 0, "part of the records written, the socket full");
+  fail_with[b.k->fd[1]] = EPIPE;
+  int rc = tcp_ctrl_flush(b.k);
+  CHECK(rc == (ops->write_error_fails ? -1 : 0), "the flush says what the role asked (%d)", rc);
+  CHECK(tcp_ctrl_writer_dead(b.k), "the writer is dead");
+  CHECK(tcp_ctrl_held(b.k) == 0, "nothing is held (%zu)", tcp_ctrl_held(b.k));
+  struct wire_ctrl m = record(WIRE_CTS_WANTED, 9);
+  CHECK(tcp_ctrl_queue(b.k, &m) == -1, "a dead writer takes no record");
+  tcp_ctrl_unlock(b.k);
+  tcp_ctrl_heartbeat(b.k, tcp_now() + 10);
+  tcp_ctrl_lock(b.k);
+  CHECK(tcp_ctrl_held(b.k) == 0 && b.k->tx_len == 0, "the heartbeat queued nothing");
+  tcp_ctrl_unlock(b.k);
+  CHECK(tcp_comm_failed(b.comm) == ops->write_error_fails, "the comm %s",
+        ops->write_error_fails ? "fails (a sender)" : "lives on (a receiver: its reads decide)");
+  bed_close(&b);
+}
+
+static int count_type(const char *buf, size_t n, uint8_t type) {
+  int count = 0;
+  for (size_t at = 0; at + sizeof(struct wire_ctrl) <= n; at += sizeof(struct wire_ctrl)) {
+    struct wire_ctrl m;
+    memcpy(&m, buf + at, sizeof m);
+    count += m.type == type;
+  }
+  return count;
+}
+
+/* Heartbeats once a second, and none while something is pending. */
+static void test_heartbeats(void) {
+  role_reset();
+  struct bed b = bed_open(&receiver_ops, 0);
+  static char got[4096];
+  double t = 1000;
+  tcp_ctrl_heartbeat(b.k, t);
+  tcp_ctrl_heartbeat(b.k, t + 0.5);
+  size_t n = peer_read(&b, 0, got, sizeof got);
+  CHECK(n == sizeof(struct wire_ctrl) && count_type(got, n, WIRE_HEARTBEAT) == 1, "one heartbeat in 0.5 s");
+  budget[b.k->fd[0]] = 0;
+  tcp_ctrl_lock(b.k);
+  struct wire_ctrl m = record(WIRE_CTS_WANTED, 1);
+  tcp_ctrl_queue(b.k, &m);
+  tcp_ctrl_unlock(b.k);
+  tcp_ctrl_heartbeat(b.k, t + 1.1);
+  tcp_ctrl_lock(b.k);
+  CHECK(tcp_ctrl_held(b.k) == 1, "no heartbeat queued behind a record the full socket holds");
+  tcp_ctrl_unlock(b.k);
+  budget[b.k->fd[0]] = -1;
+  tcp_ctrl_heartbeat(b.k, t + 1.2);
+  n = peer_read(&b, 0, got, sizeof got);
+  CHECK(n == 2 * sizeof(struct wire_ctrl) && count_type(got, n, WIRE_CTS_WANTED) == 1 &&
+            count_type(got, n, WIRE_HEARTBEAT) == 1,
+        "the held record, then a heartbeat once the socket takes them (%zu bytes)", n);
+  bed_close(&b);
+}
+
+/* Something owed while another thread held the writer goes out when it
+ * lets go. */
+static void test_owed_at_unlock(void) {
+  role_reset();
+  struct bed b = bed_open(&receiver_ops, 0);
+  tcp_ctrl_lock(b.k);
+  role.owed_rec = record(WIRE_DONE, 7);
+  role.owed = 1; /* owed by a thread that found the lock taken */
+  tcp_ctrl_unlock(b.k);
+  static char got[256];
+  size_t n = peer_read(&b, 0, got, sizeof got);
+  CHECK(n == sizeof(struct wire_ctrl) && count_type(got, n, WIRE_DONE) == 1 && !role.owed,
+        "the owed record went out at unlock (%zu bytes)", n);
+  bed_close(&b);
+}
+
+/* An end of stream between records is a receiver's goodbye; inside one it
+ * fails the comm, as it does a sender's at any place. */
+static void test_end_of_stream(void) {
+  role_reset();
+  struct bed b = bed_open(&receiver_ops, 0);
+  peer_send_records(&b, 0, 0, 3);
+  shutdown(b.peer[0], SHUT_WR);
+  drain_until(&b, 3);
+  tcp_ctrl_drain(b.k);
+  CHECK(atomic_load(&b.k->eof) && !tcp_comm_failed(b.comm), "between records: a goodbye, no failure");
+  bed_close(&b);
+
+  role_reset();
+  b = bed_open(&receiver_ops, 0);
+  struct wire_ctrl m = record(WIRE_HEARTBEAT, 0);
+  if (send(b.peer[0], &m, 10, 0) != 10) exit(2);
+  shutdown(b.peer[0], SHUT_WR);
+  for (int t = 0; t < 50 && !tcp_comm_failed(b.comm); t++, poll(NULL, 0, 5)) tcp_ctrl_drain(b.k);
+  CHECK(tcp_comm_failed(b.comm) && strstr(b.comm->error_what, "middle of a message"),
+        "inside a record: failed (%s)", b.comm->error_what);
+  bed_close(&b);
+
+  role_reset();
+  b = bed_open(&sender_ops, 0);
+  shutdown(b.peer[0], SHUT_WR);
+  for (int t = 0; t < 50 && !tcp_comm_failed(b.comm); t++, poll(NULL, 0, 5)) tcp_ctrl_drain(b.k);
+  CHECK(tcp_comm_failed(b.comm) && !atomic_load(&b.k->eof), "a sender's channel closed: failed (%s)",
+        b.comm->error_what);
+  bed_close(&b);
+}
+
+int main(void) {
+  for (int fd = 0; fd < SHIM_FDS; fd++) shim_reset(fd);
+  tcp_cfg.failover_ms = 2000;
+  test_order_on_both_sockets();
+  test_partial_writes();
+  test_switch_at_the_same_byte();
+  test_switch_on_end_of_stream();
+  test_other_copy_dropped();
+  test_dead_writer_with_records_queued(&receiver_ops);
+  test_dead_writer_with_records_queued(&sender_ops);
+  test_heartbeats();
+  test_owed_at_unlock();
+  test_end_of_stream();
+  printf("test_ctrl: %d checks, %d failed\n", checks, failures);
+  return failures != 0;
+}
