@@ -100,6 +100,12 @@ tests_unit_test_match_LDADD = libcollx-tcp.la
 TESTS += tests/unit/test_layers.sh
 EXTRA_DIST += tests/unit/test_layers.sh
 
+# test_floors.sh: inside the TCP transport, no file uses a symbol of a file
+# on a floor above it (src/transport/tcp/floors), read from the objects
+# with nm; two planted violations must be caught.
+TESTS += tests/unit/test_floors.sh
+EXTRA_DIST += tests/unit/test_floors.sh src/transport/tcp/floors
+
 # test_engine: the progress engine's event loops over socket pairs.
 check_PROGRAMS += tests/unit/test_engine
 TESTS += tests/unit/test_engine
