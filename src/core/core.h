@@ -71,7 +71,7 @@ const char *collx_version(void);
 void collx_set_abi_version(int version);
 int collx_abi_version(void);
 /* After init: 1 when the callers of isend/irecv/test do the socket I/O
- * (COLLX_PROGRESS), 0 when every stream has its own thread. */
+ * (COLLX_PROGRESS), 0 when a pool of progress threads does. */
 int collx_caller_progress(void);
 
 /* The settings init resolved from the parameter table (NULL before a

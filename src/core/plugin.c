@@ -52,7 +52,8 @@ static ncclResult_t start_transport(void) {
    * logged with its reasons as "topology: dev N ... streams per connection". */
   for (int i = 0; i < nphys; i++) {
     char progress[64] = "I/O by the caller of isend/irecv/test (COLLX_PROGRESS)";
-    if (!caller) snprintf(progress, sizeof progress, "%d progress threads", collx_topo_pool_threads(i));
+    if (!caller)
+      snprintf(progress, sizeof progress, "a pool of up to %d progress threads", collx_topo_pool_threads(i));
     COLLX_INFO(COLLX_LOG_INIT, "device %d %s: %d streams per connection (fewer with many comms open), chunks up to "
                "%zu bytes, %s", i, devices[i].name, devices[i].streams, config.chunk_size, progress);
   }

@@ -8,7 +8,7 @@
 #include "util/params.h"
 
 /* COLLX_PROGRESS: auto picks caller on small hosts: NCCL's proxy thread
- * already spins on a core in test(), and stream threads beside it only add
+ * already spins on a core in test(), and progress threads beside it only add
  * wake-ups and context switches (bench/NOTES.md, CPU machine). */
 static enum collx_progress progress_resolve(const char *mode) {
   if (!strcmp(mode, "caller")) return COLLX_PROGRESS_CALLER;

@@ -84,7 +84,7 @@ struct tcp_comm_role {
   uint32_t magic;         /* TCP_MAGIC_SEND / TCP_MAGIC_RECV */
   size_t size;            /* of the role's comm struct */
   const struct tcp_ctrl_ops *ctrl; /* its part in the control channel */
-  /* Fill the role's part of a comm whose base is built (comm.c).  0, or
+  /* Fill the role's part of a comm whose base is built (comm_life.c).  0, or
    * -1: the comm is closed. */
   int (*init)(struct tcp_comm_base *c, const struct tcp_comm_sockets *sk);
   /* Release the role's part once nothing runs for the comm any more. */

@@ -97,7 +97,7 @@ void match_hold_init(struct match_hold *h) {
 
 void match_hold_spend(struct match_hold *h) {
   int left = atomic_load(&h->prompt);
-  /* A stream thread may reset it meanwhile; then the reset wins. */
+  /* A progress thread may reset it meanwhile; then the reset wins. */
   if (left > 0) atomic_compare_exchange_strong(&h->prompt, &left, left - 1);
 }
 

@@ -145,7 +145,7 @@ int match_early_take(struct match_recv *m, struct match_early_where *w, int n,
 /* ---- held CTS records ---------------------------------------------------- */
 
 /* Receiver: whether CTS records go out at once.  Shared between the
- * caller, the stream threads and the control reader, hence atomics. */
+ * caller, the progress threads and the control reader, hence atomics. */
 struct match_hold {
   atomic_int prompt;      /* receives still to get their CTS written at once */
   atomic_int wanted;      /* a CTS_WANTED came in: write what is held */
@@ -161,7 +161,7 @@ static inline int match_hold_due(struct match_hold *h, size_t held) {
 void match_hold_spend(struct match_hold *h);
 /* The first chunk of a message came on a data stream. */
 static inline void match_hold_stream_message(struct match_hold *h) {
-  /* Only a store when it changes: stream threads call this per message. */
+  /* Only a store when it changes: progress threads call this per message. */
   if (atomic_load(&h->prompt) != TCP_CTS_PROMPT_RECEIVES) atomic_store(&h->prompt, TCP_CTS_PROMPT_RECEIVES);
 }
 /* The sender asked (CTS_WANTED). */

@@ -318,7 +318,7 @@ static void read_inline(struct tcp_recv_comm *c) {
   if (atomic_load(&c->lost_notice)) streams_give_up(c);
 }
 
-/* COLLX_PROGRESS=caller: the comm has no stream threads, and every call
+/* COLLX_PROGRESS=caller: no progress thread drives the comm, and every call
  * reads every stream as far as the sockets allow, bulk included, from
  * stream `first` on. */
 static void read_all_streams(struct tcp_recv_comm *c, int first) {

@@ -10,7 +10,7 @@
  *
  * Eager messages.  A message of up to COLLX_EAGER_SIZE bytes comes as an
  * EAGER record followed by its payload.  The thread that posts or tests a
- * receive reads it (or the watchdog); no stream thread wakes for it.  A
+ * receive reads it (or the watchdog); no progress thread wakes for it.  A
  * MATCHED record names its receive entry; an early one fills the first
  * free entry with its tag of the receive at the sender's cursor (match.c),
  * and the record carries that cursor, so the reader skips the receives the

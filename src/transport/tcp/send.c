@@ -428,7 +428,7 @@ static void pump_inline(struct tcp_send_comm *c) {
   }
 }
 
-/* COLLX_PROGRESS=caller: the comm has no stream threads, and every call
+/* COLLX_PROGRESS=caller: no progress thread drives the comm, and every call
  * moves all of its requests as far as the sockets allow, so that NCCL
  * testing only its oldest request still keeps the rest moving.  Chunks go
  * out one per stream in turn, starting from a different stream each call,

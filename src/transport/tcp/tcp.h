@@ -15,10 +15,10 @@
 #include "util/netdev.h"
 
 struct tcp_listen;
-struct tcp_comm_base;   /* what a send and a receive comm share (comm.h) */
+struct tcp_comm_base;   /* what a send and a receive comm share (base.h) */
 struct tcp_send_comm;   /* send.h */
 struct tcp_recv_comm;   /* recv.h */
-struct tcp_req;         /* what every request starts with (comm.h) */
+struct tcp_req;         /* what every request starts with (base.h) */
 
 /* The settings (base.c), stored once by the transport's init (ops.c):
  * every file of the transport reads them here. */

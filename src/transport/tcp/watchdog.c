@@ -6,7 +6,7 @@
  * by data moving: a rank that stops calling NCCL for minutes still has its
  * plugin threads answering, while a frozen or lost host answers nothing.
  *
- * It reaches each comm's role through the comm's table (comm.h), so that
+ * It reaches each comm's role through the comm's table (base.h), so that
  * the roles' files, which register and remove comms here, are not called
  * back by name.
  */
