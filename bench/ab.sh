@@ -17,7 +17,9 @@
 #   --colls "..."    collectives (default all_reduce)
 #   --out DIR        where the runs and table.md go (default /tmp/collx-ab)
 # Environment: NT_ARGS (default "-b 16M -e 512M -f 2 -n 10 -w 3 -c 1"), RUN_TIMEOUT,
-# TOTAL_BUDGET per build and round (default 240), and what nccl-tests.sh reads.
+# TOTAL_BUDGET per build and round (default 240), AB_MIN_SIZE (bytes: the
+# smallest size in the table, default 16 MiB; sizes below 1 MiB show the
+# time in us, larger ones busbw in GB/s), and what nccl-tests.sh reads.
 set -u
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROUNDS=2 RANKS=4 COLLS=all_reduce OUT=/tmp/collx-ab
@@ -81,12 +83,16 @@ for r in range(1, rounds + 1):
                 peak = "%d / %d / %d" % tuple(max(int(v[i]) for v in vals) for i in (1, 2, 3))
             rows.append((run.coll, run.nranks, r, label, run, peak))
             sizes.update(s for s in run.rows if run.good(s))
-sizes = sorted(s for s in sizes if s >= 16 << 20)
+min_size = int(os.environ.get("AB_MIN_SIZE", str(16 << 20)))
+sizes = sorted(s for s in sizes if s >= min_size)
+# Small sizes are judged by time (latency), large ones by bus bandwidth.
+def cell(g, s):
+    return fmt(g["time_us"]) + " us" if s < (1 << 20) else fmt(g["busbw"])
 print("| collective | ranks | round | build | " + " | ".join(fmt_size(s) for s in sizes) +
       " | threads / cx-* / fds (peak per rank) |")
 print("| --- " * (5 + len(sizes)) + "|")
 for coll, n, r, label, run, peak in sorted(rows, key=lambda x: (x[0], x[1], x[2])):
-    cells = [fmt(run.good(s)["busbw"]) if run.good(s) else "-" for s in sizes]
+    cells = [cell(run.good(s), s) if run.good(s) else "-" for s in sizes]
     print("| %s | %d | %d | %s | %s | %s |" % (coll, n, r, label, " | ".join(cells), peak))
 PYEOF
 cat "$OUT/table.md"
