@@ -36,18 +36,23 @@ static struct sockaddr_storage loopback(uint16_t port) {
   return ss;
 }
 
-/* A comm of 2 streams over 2 paths on loopback, stream 0 (path 0) lost. */
-static struct tcp_comm_base *comm_with_lost_stream(struct sockaddr_storage *addr) {
+/* A comm of `nstreams` streams over 2 paths on loopback, path 0 (the
+ * even streams) lost. */
+static struct tcp_comm_base *comm_with_lost_path(struct sockaddr_storage *addr, int nstreams) {
   struct tcp_comm_base *c = calloc(1, sizeof *c);
   if (!c) exit(1);
   snprintf(c->peer, sizeof c->peer, "test peer");
   snprintf(c->devname, sizeof c->devname, "lo+lo");
-  c->nstreams = 2;
+  c->nstreams = nstreams;
   struct tcp_comm_sockets sk = {.paths = 2, .failover = 1};
   for (int p = 0; p < 2; p++) sk.path_local[p] = sk.path_remote[p] = addr;
   if (tcp_failover_init(c, &sk) != 0 || !c->paths) exit(1);
-  atomic_store(&c->lost, 1u);
+  atomic_store(&c->lost, tcp_path_streams(c, 0));
   return c;
+}
+
+static struct tcp_comm_base *comm_with_lost_stream(struct sockaddr_storage *addr) {
+  return comm_with_lost_path(addr, 2);
 }
 
 static int raw_connect(uint16_t port) {
@@ -172,10 +177,51 @@ static void test_sender(void) {
   free(c);
 }
 
+/* A path of two streams: one new socket is through and has sent its
+ * hello, the other's connect hangs (the receiver's accept queue is full).
+ * When the attempt times out only the hanging one starts over: the one
+ * through may already be in use at the receiver, and closing it would
+ * leave that stream unused for good (the receiver no longer counts it
+ * lost, so it refuses its next hello). */
+static void test_sender_keeps_the_socket_through(void) {
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_storage any = loopback(0), bound;
+  socklen_t len = sizeof bound;
+  /* Backlog 0: one connection waits in the accept queue, a second's SYN
+   * is dropped, so its connect hangs. */
+  if (lfd < 0 || bind(lfd, (struct sockaddr *)&any, sizeof(struct sockaddr_in)) != 0 || listen(lfd, 0) != 0 ||
+      getsockname(lfd, (struct sockaddr *)&bound, &len) != 0) {
+    perror("listener");
+    exit(1);
+  }
+  uint16_t port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
+  struct sockaddr_storage addr = loopback(0);
+  struct tcp_comm_base *c = comm_with_lost_path(&addr, 4); /* path 0: streams 0 and 2 */
+  tcp_rejoin_offer(c, 0, port, 0x77ULL);
+  double now = tcp_now();
+  unsigned ready = 0;
+  for (int t = 0; t < 60 && !ready; t++, sleep_ms(5)) ready = tcp_rejoin_connect(c, now);
+  for (int t = 0; t < 20; t++, sleep_ms(5)) ready = tcp_rejoin_connect(c, now);
+  CHECK(ready == 1u || ready == 4u, "one of the path's two new sockets is through (%#x)", ready);
+  unsigned through = ready;
+  int got = accept(lfd, NULL, NULL);
+  struct wire_hello h = {0};
+  CHECK(got >= 0 && read_hello(got, &h) == 0 && (1u << h.index) == through, "its hello names it (%u)", h.index);
+  /* The other has hung past the attempt's time. */
+  ready = tcp_rejoin_connect(c, now + 1.5);
+  CHECK(ready & through, "the socket through is kept when the other's attempt times out (%#x)", ready);
+  CHECK(got >= 0 && !closed_by_receiver(got, 50), "the sender did not close the socket through");
+  if (got >= 0) close(got);
+  close(lfd);
+  tcp_failover_free(c);
+  free(c);
+}
+
 int main(void) {
   tcp_cfg.chunk_size = 512 * 1024;
   test_receiver();
   test_sender();
+  test_sender_keeps_the_socket_through();
   printf("test_rejoin: %d checks, %d failed\n", checks, failures);
   return failures != 0;
 }

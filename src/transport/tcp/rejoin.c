@@ -222,10 +222,12 @@ unsigned tcp_rejoin_connect(struct tcp_comm_base *c, double now) {
       failed |= r < 0;
       pending |= r == 0;
     }
-    /* A path still down: its connects fail, or hang; start over later. */
+    /* A path still down: its connects fail, or hang; they start over
+     * later.  A new socket whose hello is out stays: the receiver may have
+     * it in place already, and would refuse another for that stream. */
     if (failed || (pending && now - pp->tried_at > REJOIN_ATTEMPT_S)) {
       for (int i = 0; i < c->nstreams; i++)
-        if (tcp_path_streams(c, p) >> i & 1) new_socket_close(ps, i);
+        if ((path >> i & 1) && !(ps->ready >> i & 1)) new_socket_close(ps, i);
       pp->next_try = now + REJOIN_ATTEMPT_S;
     }
   }
