@@ -127,3 +127,10 @@ check_PROGRAMS += tests/unit/test_ctrl
 TESTS += tests/unit/test_ctrl
 tests_unit_test_ctrl_SOURCES = tests/unit/test_ctrl.c
 tests_unit_test_ctrl_LDADD = libcollx-tcp.la -ldl
+
+# test_lost_notice: a LOST notice whose stream fails under the watchdog's
+# heartbeat goes back to be written on another stream.
+check_PROGRAMS += tests/unit/test_lost_notice
+TESTS += tests/unit/test_lost_notice
+tests_unit_test_lost_notice_SOURCES = tests/unit/test_lost_notice.c
+tests_unit_test_lost_notice_LDADD = libcollx-tcp.la

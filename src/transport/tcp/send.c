@@ -334,20 +334,29 @@ static void notice_start(struct tcp_send_comm *c, struct tcp_send_stream *t) {
   t->hb_active = 1;
 }
 
-/* The header between chunks: 0 once written (or none), -1 while it is
- * not (the socket is full, or the stream failed).  A heartbeat's failure
- * is left to the chunks to judge; a notice's goes back to be written on
- * another stream. */
+/* Write as much of the header between chunks as the socket takes, for
+ * whichever thread writes it (a stream's pass, the watchdog's heartbeat).
+ * A heartbeat's failure is left to the chunks to judge; a LOST notice's
+ * goes back to be written on another stream, and this stream's path is
+ * given up.  Caller holds s->lock. */
+static enum sock_io between_write(struct tcp_send_comm *c, struct tcp_stream *s, struct tcp_send_stream *t) {
+  enum sock_io io = write_heartbeat(s, t);
+  if (io == SOCK_IO_AGAIN || io == SOCK_IO_DONE || t->hb.flags != WIRE_CHUNK_LOST) return io;
+  atomic_fetch_or(&c->notice_pending, (unsigned)t->hb.total);
+  stream_failed(c, s->index, tcp_io_reason(io));
+  return io;
+}
+
+/* The header between chunks: 0 once written (or none, or a heartbeat
+ * that failed), -1 while it is not (the socket is full, or a notice
+ * failed). */
 static int send_between(struct tcp_send_comm *c, struct tcp_stream *s, struct tcp_send_stream *t) {
   if (!t->hb_active && !t->req && atomic_load_explicit(&c->notice_pending, memory_order_relaxed))
     notice_start(c, t);
   if (!t->hb_active) return 0;
-  enum sock_io io = write_heartbeat(s, t);
+  enum sock_io io = between_write(c, s, t);
   if (io == SOCK_IO_AGAIN) return -1;
-  if (io == SOCK_IO_DONE || t->hb.flags != WIRE_CHUNK_LOST) return 0;
-  atomic_fetch_or(&c->notice_pending, (unsigned)t->hb.total);
-  stream_failed(c, s->index, tcp_io_reason(io));
-  return -1;
+  return io == SOCK_IO_DONE || t->hb.flags != WIRE_CHUNK_LOST ? 0 : -1;
 }
 
 /* The first stream not given up (failover); 0 when all are (the comm has
@@ -371,7 +380,7 @@ static void stream_heartbeat(struct tcp_send_comm *c, double now) {
     t->hb_done = 0;
     t->hb_active = 1;
   }
-  if (t->hb_active) write_heartbeat(s, t);
+  if (t->hb_active) between_write(c, s, t);
   c->last_stream_hb = now;
   pthread_mutex_unlock(&s->lock);
 }
