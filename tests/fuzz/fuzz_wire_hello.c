@@ -15,7 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   FUZZ_CHECK(memcmp(h, &in, sizeof in) == 0, "the check modified the record");
   int expect = -1;
   if (in.magic == WIRE_MAGIC && in.version == WIRE_VERSION && in.secret == secret &&
-      (in.kind == WIRE_HELLO_CTRL || in.kind == WIRE_HELLO_DATA))
+      (in.kind == WIRE_HELLO_CTRL || in.kind == WIRE_HELLO_DATA || in.kind == WIRE_HELLO_CTRL_AGAIN))
     expect = in.kind;
   FUZZ_CHECK(rc == expect, "returned %d, expected %d (magic %#x version %u kind %u secret %s)", rc, expect,
              in.magic, in.version, in.kind, in.secret == secret ? "right" : "wrong");

@@ -470,6 +470,115 @@ static void test_end_of_stream(void) {
   bed_close(&b);
 }
 
+static void queue_records(struct bed *b, uint32_t from, uint32_t to) {
+  tcp_ctrl_lock(b->k);
+  for (uint32_t i = from; i < to; i++) {
+    struct wire_ctrl m = record(WIRE_CTS_WANTED, i);
+    if (tcp_ctrl_queue(b->k, &m) != 0) exit(2);
+  }
+  tcp_ctrl_flush(b->k);
+  tcp_ctrl_unlock(b->k);
+}
+
+/* Records on one far end, in order from `from`, after what is read
+ * already: 1 when exactly those. */
+static int far_records(int fd, uint32_t from, uint32_t to) {
+  static char buf[64 * 1024];
+  struct bed tmp = {.peer = {fd, -1}};
+  size_t n = peer_read(&tmp, 0, buf, sizeof buf);
+  if (n != (to - from) * sizeof(struct wire_ctrl)) return 0;
+  for (uint32_t i = from; i < to; i++) {
+    struct wire_ctrl m;
+    memcpy(&m, buf + (i - from) * sizeof m, sizeof m);
+    if (m.seq != i) return 0;
+  }
+  return 1;
+}
+
+/* A slot given up comes back (its path did): both ends write a RESUME on
+ * it naming the byte it carries on from, then it is written in step and,
+ * once the other socket fails, read from the same byte. */
+static void test_slot_comes_back(void) {
+  role_reset();
+  struct bed b = bed_open(&receiver_ops, 1);
+  const uint32_t rec = sizeof(struct wire_ctrl);
+  /* Both ways: 10 records on both sockets, then slot 0's path fails. */
+  queue_records(&b, 0, 10);
+  peer_send_records(&b, 0, 0, 10);
+  peer_send_records(&b, 1, 0, 10);
+  drain_until(&b, 10);
+  CHECK(far_records(b.peer[0], 0, 10) && far_records(b.peer[1], 0, 10), "10 records on both sockets");
+  tcp_ctrl_lose(b.k, 0, "test: path lost");
+  close(b.peer[0]);
+  /* 10 more each way on the spare alone. */
+  queue_records(&b, 10, 20);
+  peer_send_records(&b, 1, 10, 20);
+  drain_until(&b, 20);
+  CHECK(far_records(b.peer[1], 10, 20) && role.nseen == 20 && b.k->rd == 1, "10 more on the spare alone");
+
+  /* The path is back: a new socket for slot 0. */
+  int near2, far2;
+  tcp_pair(&near2, &far2);
+  b.peer[0] = far2;
+  CHECK(tcp_ctrl_rejoin(b.k, 1, near2) == -1, "a slot in use is not replaced");
+  CHECK(tcp_ctrl_rejoin(b.k, 0, near2) == 1 && tcp_ctrl_live(b.k, 0), "slot 0 is back");
+  struct wire_ctrl resume;
+  CHECK(recv(far2, &resume, sizeof resume, MSG_WAITALL) == (ssize_t)sizeof resume && resume.type == WIRE_RESUME &&
+            resume.e[0].size == 20 * rec,
+        "its first record is RESUME at byte %u (%llu)", 20 * rec, (unsigned long long)resume.e[0].size);
+  queue_records(&b, 20, 25);
+  CHECK(far_records(far2, 20, 25) && far_records(b.peer[1], 20, 25), "the next records go out on both");
+  /* The peer's RESUME on the new socket, then its records on both. */
+  struct wire_ctrl peer_resume = record(WIRE_RESUME, 0);
+  peer_resume.n = 1;
+  peer_resume.e[0].size = 20 * rec;
+  if (send(far2, &peer_resume, sizeof peer_resume, 0) != (ssize_t)sizeof peer_resume) exit(2);
+  peer_send_records(&b, 0, 20, 30);
+  peer_send_records(&b, 1, 20, 30);
+  drain_until(&b, 30);
+  tcp_ctrl_watch(b.k, tcp_now()); /* reads the RESUME, drops the copy up to the reader */
+  CHECK(!b.k->rd_resume && !b.k->rd_other_dead && b.k->rd_other_pos == 30 * rec,
+        "the peer's RESUME read, the new copy in step (other at %llu)", (unsigned long long)b.k->rd_other_pos);
+  /* Now the spare's path fails: the reader goes on with slot 0. */
+  close(b.peer[1]);
+  b.peer[1] = -1;
+  peer_send_records(&b, 0, 30, 40);
+  drain_until(&b, 40);
+  CHECK(seen_in_order(40) && b.k->rd == 0, "records 0..39 each once across both losses (%d seen)", role.nseen);
+  tcp_ctrl_lose(b.k, 1, "test: path lost");
+  queue_records(&b, 25, 30);
+  CHECK(far_records(far2, 25, 30), "the writer goes on with slot 0 alone");
+  CHECK(!tcp_comm_failed(b.comm), "no failure (%s)", b.comm->error_what);
+  bed_close(&b);
+}
+
+/* A slot comes back only between messages: not while an item is half
+ * written. */
+static void test_slot_waits_for_a_boundary(void) {
+  role_reset();
+  struct bed b = bed_open(&sender_ops, 1);
+  static char payload[2000];
+  struct wire_eager hdr = {.magic = WIRE_MAGIC, .type = WIRE_EAGER, .size = sizeof payload};
+  role.items[0] = (struct tcp_ctrl_item){.hdr = &hdr, .hlen = sizeof hdr, .payload = payload,
+                                         .plen = sizeof payload};
+  role.nitems = 1;
+  tcp_ctrl_lose(b.k, 0, "test: path lost");
+  budget[b.k->fd[1]] = 500;
+  tcp_ctrl_pump(b.k);
+  CHECK(b.k->item_active, "an item is half written");
+  int near2, far2;
+  tcp_pair(&near2, &far2);
+  CHECK(tcp_ctrl_rejoin(b.k, 0, near2) == 0, "no rejoin in the middle of it");
+  budget[b.k->fd[1]] = -1;
+  CHECK(tcp_ctrl_rejoin(b.k, 0, near2) == 1, "once the socket takes the rest, the slot comes back");
+  struct wire_ctrl resume;
+  CHECK(recv(far2, &resume, sizeof resume, MSG_WAITALL) == (ssize_t)sizeof resume &&
+            resume.e[0].size == sizeof hdr + sizeof payload,
+        "at the byte after the item (%llu)", (unsigned long long)resume.e[0].size);
+  close(far2);
+  bed_close(&b);
+}
+
 int main(void) {
   for (int fd = 0; fd < SHIM_FDS; fd++) shim_reset(fd);
   tcp_cfg.failover_ms = 2000;
@@ -483,6 +592,8 @@ int main(void) {
   test_heartbeats();
   test_owed_at_unlock();
   test_end_of_stream();
+  test_slot_comes_back();
+  test_slot_waits_for_a_boundary();
   printf("test_ctrl: %d checks, %d failed\n", checks, failures);
   return failures != 0;
 }

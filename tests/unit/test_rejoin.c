@@ -44,6 +44,7 @@ static struct tcp_comm_base *comm_with_lost_path(struct sockaddr_storage *addr, 
   snprintf(c->peer, sizeof c->peer, "test peer");
   snprintf(c->devname, sizeof c->devname, "lo+lo");
   c->nstreams = nstreams;
+  c->ctrl.fd[0] = c->ctrl.fd[1] = -1; /* no control channel: streams only */
   struct tcp_comm_sockets sk = {.paths = 2, .failover = 1};
   for (int p = 0; p < 2; p++) sk.path_local[p] = sk.path_remote[p] = addr;
   if (tcp_failover_init(c, &sk) != 0 || !c->paths) exit(1);

@@ -127,6 +127,11 @@ struct tcp_comm_sockets {
   const struct sockaddr_storage *path_remote[COLLX_MAX_MEMBERS];
 };
 
+/* Sockets that come back with a path: its streams, and the control
+ * channel's two slots after them. */
+#define TCP_REJOIN_CTRL(w) (TCP_MAX_STREAMS + (w))
+#define TCP_REJOIN_SOCKETS (TCP_MAX_STREAMS + 2)
+
 /* One path of a connection with failover. */
 struct tcp_path {
   char name[64];                  /* for messages: "eth1 to 10.241.0.1:40113" */
@@ -144,12 +149,14 @@ struct tcp_path {
 struct tcp_paths {
   struct tcp_path p[COLLX_MAX_MEMBERS];
   uint64_t token;                 /* the receiver's: new sockets must name it */
-  /* New sockets for streams coming back, by stream index */
-  int fd[TCP_MAX_STREAMS];
-  struct wire_hello hello[TCP_MAX_STREAMS]; /* sender: the hello each sends */
-  size_t io[TCP_MAX_STREAMS];     /* sender: hello bytes sent */
-  int connected[TCP_MAX_STREAMS]; /* sender */
-  unsigned ready;                 /* streams whose new socket has passed its hello */
+  /* New sockets coming back, by stream index, then the control sockets'
+   * slots (TCP_REJOIN_CTRL(w), rejoin.c) */
+  int fd[TCP_REJOIN_SOCKETS];
+  struct wire_hello hello[TCP_REJOIN_SOCKETS]; /* sender: the hello each sends */
+  size_t io[TCP_REJOIN_SOCKETS];     /* sender: hello bytes sent */
+  int connected[TCP_REJOIN_SOCKETS]; /* sender */
+  unsigned ready;                 /* sockets (by that index) whose new socket has passed its hello */
+  unsigned told;                  /* receiver: paths whose streams' return the sender was told (REJOINED) */
   /* Receiver: sockets accepted whose hello is not whole yet (by slot, not
    * by stream: the hello names the stream) */
   int pend_fd[TCP_MAX_STREAMS];

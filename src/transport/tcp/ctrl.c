@@ -45,6 +45,8 @@ static int is_live(const struct tcp_ctrl *k, int which) {
   return atomic_load(&((struct tcp_ctrl *)k)->live) >> which & 1;
 }
 
+int tcp_ctrl_live(const struct tcp_ctrl *k, int which) { return is_live(k, which); }
+
 /* ---- both sockets ----------------------------------------------------------- */
 
 void tcp_ctrl_lose(struct tcp_ctrl *k, int which, const char *why) {
@@ -128,13 +130,17 @@ size_t tcp_ctrl_held(const struct tcp_ctrl *k) { return (k->tx_len - records_wri
 
 static enum sock_io write_records(struct tcp_ctrl *k) {
   enum sock_io io = send_both(k, k->tx, k->tx_len, NULL, 0, k->tx_done);
-  if (io == SOCK_IO_DONE) k->tx_len = k->tx_done[0] = k->tx_done[1] = 0;
+  if (io == SOCK_IO_DONE) {
+    k->tx_pos += k->tx_len;
+    k->tx_len = k->tx_done[0] = k->tx_done[1] = 0;
+  }
   return io;
 }
 
 static enum sock_io write_item(struct tcp_ctrl *k) {
   enum sock_io io = send_both(k, k->item.hdr, k->item.hlen, k->item.payload, k->item.plen, k->item_done);
   if (io == SOCK_IO_DONE) {
+    k->tx_pos += k->item.hlen + k->item.plen;
     k->item_active = 0;
     k->ops->item_done(k);
   }
@@ -225,6 +231,13 @@ static int drop_bytes(int fd, uint64_t len, uint64_t *pos) {
 static void reader_switch(struct tcp_ctrl *k) {
   if (k->rd_other_dead) return;
   struct tcp_comm_base *c = k->comm;
+  if (k->rd_other_pos > k->rd_pos) {
+    /* The other came back at a byte the reader had not reached: what lies
+     * between was only on the socket given up. */
+    tcp_comm_failf(c, ncclRemoteError, "the control connection is lost (bytes %llu to %llu were only on the "
+                   "socket given up)", (unsigned long long)k->rd_pos, (unsigned long long)k->rd_other_pos);
+    return;
+  }
   k->rd = !k->rd;
   k->rd_skip = k->rd_pos - k->rd_other_pos;
   k->rd_other_dead = 1; /* the one given up is not read again */
@@ -239,7 +252,24 @@ static void reader_switch(struct tcp_ctrl *k) {
  * nothing), and at the watchdog's look whatever the lag. */
 #define SPARE_LAG (256 * 1024)
 
+/* The other socket came back: read the peer's RESUME on it, and from then
+ * on take it as the copy of the stream from the byte it names. */
+static void read_resume(struct tcp_ctrl *k) {
+  int fd = k->fd[!k->rd];
+  enum sock_io io = sock_recv_some(fd, &k->resume, sizeof k->resume, &k->resume_got);
+  if (io == SOCK_IO_AGAIN) return;
+  const char *why = "closed before its RESUME";
+  k->rd_resume = 0;
+  if (io == SOCK_IO_DONE && wire_resume_check(&k->resume, &why) == 0) {
+    k->rd_other_pos = k->resume.e[0].size;
+    k->rd_other_dead = 0;
+    return;
+  }
+  tcp_ctrl_lose(k, !k->rd, why);
+}
+
 static void other_drain(struct tcp_ctrl *k, int any_lag) {
+  if (k->rd_resume) read_resume(k);
   if (k->rd_other_dead || k->rd_other_pos >= k->rd_pos) return;
   if (!any_lag && k->rd_pos - k->rd_other_pos < SPARE_LAG) return;
   if (drop_bytes(k->fd[!k->rd], k->rd_pos - k->rd_other_pos, &k->rd_other_pos) != 0) k->rd_other_dead = 1;
@@ -349,6 +379,53 @@ void tcp_ctrl_watch(struct tcp_ctrl *k, double now) {
     reader_switch(k);
   }
   pthread_mutex_unlock(&k->rx_lock);
+}
+
+/* ---- a socket coming back --------------------------------------------------- */
+
+/* The RESUME record of this end: the stream goes on at tx_pos. */
+static int write_resume(struct tcp_ctrl *k, int fd) {
+  struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_RESUME, .n = 1};
+  m.e[0].size = k->tx_pos;
+  size_t done = 0;
+  /* A new socket's buffer is empty: it takes a record at once or not at
+   * all. */
+  return sock_send_some(fd, &m, sizeof m, &done) == SOCK_IO_DONE ? 0 : -1;
+}
+
+int tcp_ctrl_rejoin(struct tcp_ctrl *k, int which, int fd) {
+  if (k->fd[1] < 0 || is_live(k, which)) return -1;
+  if (tcp_ctrl_trylock(k) != 0) return 0;
+  /* Between messages only, so that the socket starts on a boundary. */
+  if (tcp_ctrl_flush(k) != 0 || k->tx_dead || pthread_mutex_trylock(&k->rx_lock) != 0) {
+    pthread_mutex_unlock(&k->tx_lock);
+    return 0;
+  }
+  int rc = -1;
+  if (write_resume(k, fd) == 0) {
+    close(k->fd[which]);
+    k->fd[which] = fd;
+    k->tx_done[which] = k->tx_done[!which];
+    k->item_done[which] = 0;
+    k->stall[which] = (struct sock_stall){0};
+    /* The reader reads the one in use (it may not have moved off the one
+     * given up yet); this one is its copy once the peer's RESUME is in. */
+    if (k->rd == which) {
+      atomic_store(&k->rd_switch, 0);
+      reader_switch(k);
+    }
+    k->rd_other_dead = 1;
+    k->rd_resume = 1;
+    k->resume_got = 0;
+    atomic_fetch_or(&k->live, 1 << which);
+    rc = 1;
+  }
+  pthread_mutex_unlock(&k->rx_lock);
+  pthread_mutex_unlock(&k->tx_lock);
+  if (rc == 1)
+    COLLX_INFO(COLLX_LOG_NET, "%s connection with %s on device %s: control socket %d is back (from byte %llu)",
+               k->comm->role->name, k->comm->peer, k->comm->devname, which, (unsigned long long)k->tx_pos);
+  return rc;
 }
 
 /* ---- close ------------------------------------------------------------------ */

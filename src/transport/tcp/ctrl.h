@@ -21,6 +21,12 @@
  * `parse` until it needs more; a role may also read a long payload
  * straight into its buffer (tcp_ctrl_recv).
  *
+ * A socket given up comes back with its path (tcp_ctrl_rejoin): each end's
+ * writer attaches it between messages, first writing a RESUME record that
+ * says from which byte of its stream the socket carries on; the other
+ * end's reader reads that record and then treats the socket as the copy it
+ * drops, or switches to, at the same byte.
+ *
  * Everything here calls down only: the comm's base (failure, clocks,
  * settings) and the socket helpers.  The roles call it; it reaches them
  * only through the ops.
@@ -102,6 +108,7 @@ struct tcp_ctrl {
   int item_active;
   size_t item_done[2];            /* ...its bytes written on each socket */
   int tx_dead;                    /* no socket left to write */
+  uint64_t tx_pos;                /* bytes of the stream written whole (on every socket in use) */
   double last_sent;               /* the last heartbeat queued */
 
   /* The reader (rx_lock) */
@@ -114,6 +121,9 @@ struct tcp_ctrl {
   uint64_t rd_pos, rd_other_pos;  /* bytes consumed from each */
   uint64_t rd_skip;               /* of the one read: bytes already read from the other */
   double rd_last;                 /* the last byte read */
+  int rd_resume;                  /* the other socket came back: its RESUME is still to read... */
+  struct wire_ctrl resume;        /* ...into this */
+  size_t resume_got;
   atomic_int eof;                 /* closed by the peer between messages */
 
   struct sock_stall stall[2];     /* the watchdog's records (sock_stalled) */
@@ -171,5 +181,15 @@ void tcp_ctrl_lose(struct tcp_ctrl *k, int which, const char *why);
  * quiet while the spare brings more. */
 void tcp_ctrl_watch(struct tcp_ctrl *k, double now);
 static inline int tcp_ctrl_has_spare(const struct tcp_ctrl *k) { return k->fd[1] >= 0; }
+/* Whether socket `which` is written (not given up). */
+int tcp_ctrl_live(const struct tcp_ctrl *k, int which);
+/* Put `fd`, a new socket of the given-up slot `which` (its path came
+ * back), in place: its RESUME is written, and from then on it is written
+ * in step with the other and read as the other's copy once the peer's
+ * RESUME is in.  Never waits: 1 done (fd is the channel's), 0 not now (a
+ * message is in the middle of being written, or a lock is held: again
+ * later), -1 refused (the slot is in use, or fd takes no RESUME: the
+ * caller closes fd). */
+int tcp_ctrl_rejoin(struct tcp_ctrl *k, int which, int fd);
 
 #endif

@@ -29,7 +29,8 @@ int tcp_failover_init(struct tcp_comm_base *c, const struct tcp_comm_sockets *sk
   if (!c->failover) return 0;
   struct tcp_paths *ps = calloc(1, sizeof *ps);
   if (!ps) return -1;
-  for (int i = 0; i < TCP_MAX_STREAMS; i++) ps->fd[i] = ps->pend_fd[i] = -1;
+  for (int i = 0; i < TCP_REJOIN_SOCKETS; i++) ps->fd[i] = -1;
+  for (int i = 0; i < TCP_MAX_STREAMS; i++) ps->pend_fd[i] = -1;
   for (int p = 0; p < c->npaths; p++) {
     struct tcp_path *path = &ps->p[p];
     snprintf(path->name, sizeof path->name, "%s%s%s", sk->path_nic[p] ? sk->path_nic[p] : "path",
@@ -47,10 +48,10 @@ void tcp_failover_free(struct tcp_comm_base *c) {
   if (!ps) return;
   for (int p = 0; p < COLLX_MAX_MEMBERS; p++)
     if (ps->p[p].listen_fd >= 0) close(ps->p[p].listen_fd);
-  for (int i = 0; i < TCP_MAX_STREAMS; i++) {
+  for (int i = 0; i < TCP_REJOIN_SOCKETS; i++)
     if (ps->fd[i] >= 0) close(ps->fd[i]);
+  for (int i = 0; i < TCP_MAX_STREAMS; i++)
     if (ps->pend_fd[i] >= 0) close(ps->pend_fd[i]);
-  }
   free(ps);
   c->paths = NULL;
 }

@@ -42,8 +42,12 @@ unsigned tcp_rejoin_connect(struct tcp_comm_base *c, double now);
 /* Both: put the new sockets of the streams in `mask` in place of the lost
  * ones and use those streams again. */
 void tcp_rejoin_swap(struct tcp_comm_base *c, unsigned mask);
-/* The streams of the receiver's path that have all come back, if any:
- * its listener is closed. */
+/* The streams of the receiver's path that have all come back, with its
+ * control socket, if any: its listener is closed. */
 unsigned tcp_rejoin_path_done(struct tcp_comm_base *c, unsigned swapped);
+/* Both: hand the control sockets whose hello is through to the control
+ * channel (tcp_ctrl_rejoin); those it took, by rejoin index
+ * (TCP_REJOIN_CTRL).  One it cannot take now stays for the next look. */
+unsigned tcp_rejoin_ctrl(struct tcp_comm_base *c);
 
 #endif

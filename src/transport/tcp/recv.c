@@ -345,6 +345,7 @@ static void paths_rejoin(struct tcp_recv_comm *c) {
   unsigned ready = tcp_rejoin_accept(&c->base);
   if (!ready) return;
   tcp_rejoin_swap(&c->base, ready);
+  tcp_rejoin_ctrl(&c->base);
   unsigned back = tcp_rejoin_path_done(&c->base, ready);
   if (back) tcp_recv_owe_rejoined(c, back);
 }

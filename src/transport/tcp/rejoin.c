@@ -9,8 +9,13 @@
  * the token and its stream.  The receiver puts a stream's new socket in
  * place as soon as its hello is in and reads it; once the whole path is
  * back it closes the listener and says so (REJOINED), and only then does
- * the sender write on the new sockets.  The control sockets do not come
- * back: the one left carries on alone.
+ * the sender write on the new sockets.
+ *
+ * The control socket on the path (the first on path 0, the spare on path
+ * 1) comes back the same way, as one more socket of the path with a hello
+ * of its own (CTRL_AGAIN, naming its slot); each end hands it to its
+ * control channel (tcp_ctrl_rejoin) as soon as it has it, and the path is
+ * wholly back only with it.
  *
  * Socket work only: what the roles do around it is theirs (send.c,
  * recv.c).
@@ -39,6 +44,30 @@ static void new_socket_close(struct tcp_paths *ps, int i) {
   ps->ready &= ~(1u << i);
 }
 
+/* The path a rejoining socket travels: a stream's, or a control slot's. */
+static int socket_path(const struct tcp_comm_base *c, int i) {
+  return i >= TCP_MAX_STREAMS ? i - TCP_MAX_STREAMS : i % c->npaths;
+}
+
+/* The control slot that travels on path p, or -1. */
+static int ctrl_slot(const struct tcp_comm_base *c, int p) {
+  return p < 2 && tcp_ctrl_has_spare(&c->ctrl) ? p : -1;
+}
+
+/* Path p's sockets, by rejoin index: its streams and its control slot. */
+static unsigned path_sockets(const struct tcp_comm_base *c, int p) {
+  int w = ctrl_slot(c, p);
+  return tcp_path_streams(c, p) | (w >= 0 ? 1u << TCP_REJOIN_CTRL(w) : 0);
+}
+
+/* Those of them given up: streams lost, the control slot not written. */
+static unsigned path_lost(const struct tcp_comm_base *c, int p) {
+  int w = ctrl_slot(c, p);
+  unsigned m = tcp_path_streams(c, p) & atomic_load(&((struct tcp_comm_base *)c)->lost);
+  if (w >= 0 && !tcp_ctrl_live(&c->ctrl, w)) m |= 1u << TCP_REJOIN_CTRL(w);
+  return m;
+}
+
 /* ---- the receiver ----------------------------------------------------------- */
 
 int tcp_rejoin_listen(struct tcp_comm_base *c, int path, uint16_t *port) {
@@ -46,6 +75,7 @@ int tcp_rejoin_listen(struct tcp_comm_base *c, int path, uint16_t *port) {
   struct tcp_path *p = &ps->p[path];
   if (!p->have_local) return -1;
   if (!ps->token && getrandom(&ps->token, sizeof ps->token, 0) != sizeof ps->token) ps->token = (uint64_t)tcp_now();
+  ps->told &= ~(1u << path); /* its streams are lost (again): their return is news */
   if (p->listen_fd < 0) {
     struct sockaddr_storage at = p->local, bound;
     sock_set_port(&at, 0);
@@ -62,12 +92,15 @@ int tcp_rejoin_listen(struct tcp_comm_base *c, int path, uint16_t *port) {
   return 0;
 }
 
-/* A hello read whole: the stream it names, or -1 to drop the socket. */
-static int hello_stream(const struct tcp_comm_base *c, const struct wire_hello *h, int path) {
+/* A hello read whole: the socket it names (a stream, or a control slot),
+ * or -1 to drop the socket. */
+static int hello_socket(const struct tcp_comm_base *c, const struct wire_hello *h, int path) {
   const char *why = NULL;
-  if (wire_hello_check(h, c->paths->token, &why) != WIRE_HELLO_DATA) return -1;
-  int i = h->index;
-  if (i >= c->nstreams || i % c->npaths != path || !tcp_stream_lost(c, i)) return -1;
+  int kind = wire_hello_check(h, c->paths->token, &why);
+  int i = kind == WIRE_HELLO_DATA ? h->index : kind == WIRE_HELLO_CTRL_AGAIN ? TCP_REJOIN_CTRL(h->index) : -1;
+  if (kind == WIRE_HELLO_DATA && i >= c->nstreams) return -1;
+  if (kind == WIRE_HELLO_CTRL_AGAIN && h->index >= 2) return -1;
+  if (i < 0 || socket_path(c, i) != path || !(path_lost(c, path) >> i & 1)) return -1;
   return i;
 }
 
@@ -99,12 +132,12 @@ static void pending_advance(struct tcp_comm_base *c, int k, double now) {
   struct tcp_paths *ps = c->paths;
   enum sock_io io = sock_recv_some(ps->pend_fd[k], &ps->pend_hello[k], sizeof ps->pend_hello[k], &ps->pend_got[k]);
   if (io == SOCK_IO_AGAIN && now - ps->pend_since[k] <= REJOIN_ATTEMPT_S) return;
-  int i = io == SOCK_IO_DONE ? hello_stream(c, &ps->pend_hello[k], ps->pend_path[k]) : -1;
+  int i = io == SOCK_IO_DONE ? hello_socket(c, &ps->pend_hello[k], ps->pend_path[k]) : -1;
   if (i < 0 || ps->fd[i] >= 0) {
     COLLX_INFO(COLLX_LOG_NET, "receive connection from %s on device %s: a new socket for path %s dropped (%s)", c->peer,
                c->devname, ps->p[ps->pend_path[k]].name,
                io == SOCK_IO_AGAIN ? "no hello in time" : io != SOCK_IO_DONE ? "closed before its hello" :
-               i < 0 ? "a hello for no stream lost on that path" : "its stream has a new socket already");
+               i < 0 ? "a hello for no socket lost on that path" : "its socket has a new one already");
     pending_close(ps, k);
     return;
   }
@@ -126,16 +159,24 @@ unsigned tcp_rejoin_accept(struct tcp_comm_base *c) {
 }
 
 unsigned tcp_rejoin_path_done(struct tcp_comm_base *c, unsigned swapped) {
+  struct tcp_paths *ps = c->paths;
   unsigned done = 0;
   for (int p = 0; p < c->npaths; p++) {
     unsigned path = tcp_path_streams(c, p);
-    struct tcp_path *pp = &c->paths->p[p];
-    if (pp->listen_fd < 0 || !(swapped & path) || (atomic_load(&c->lost) & path)) continue;
+    struct tcp_path *pp = &ps->p[p];
+    if (pp->listen_fd < 0 || !(swapped & path_sockets(c, p))) continue;
+    /* The streams' return is told once, whether or not the control
+     * socket is back (the sender's may never have been given up). */
+    if (!(atomic_load(&c->lost) & path) && !(ps->told >> p & 1)) {
+      ps->told |= 1u << p;
+      done |= path;
+    }
+    if (path_lost(c, p)) continue;
+    ps->told &= ~(1u << p);
     close(pp->listen_fd);
     pp->listen_fd = -1;
     for (int k = 0; k < TCP_MAX_STREAMS; k++)
       if (c->paths->pend_fd[k] >= 0 && c->paths->pend_path[k] == p) pending_close(c->paths, k);
-    done |= path;
   }
   return done;
 }
@@ -149,19 +190,22 @@ void tcp_rejoin_offer(struct tcp_comm_base *c, int path, uint16_t port, uint64_t
   c->paths->token = token;
 }
 
-/* Start the new socket of stream i.  0, or -1 (tried again later). */
+/* Start the new socket i (a stream, or a control slot).  0, or -1 (tried
+ * again later). */
 static int connect_start(struct tcp_comm_base *c, int i) {
   struct tcp_paths *ps = c->paths;
-  struct tcp_path *p = &ps->p[i % c->npaths];
+  struct tcp_path *p = &ps->p[socket_path(c, i)];
   struct sockaddr_storage to = p->remote, from = p->local;
   sock_set_port(&to, p->port);
   sock_set_port(&from, 0);
   ps->fd[i] = sock_connect_start((struct sockaddr *)&to, sock_len(&to), p->have_local ? (struct sockaddr *)&from : NULL,
                                  p->have_local ? sock_len(&from) : 0);
   if (ps->fd[i] < 0) return -1;
-  if (c->npaths > 1) sock_limit_unsent(ps->fd[i], 2 * tcp_cfg.chunk_size);
-  ps->hello[i] = (struct wire_hello){.magic = WIRE_MAGIC, .version = WIRE_VERSION, .kind = WIRE_HELLO_DATA,
-                                     .index = (uint16_t)i, .secret = ps->token};
+  int ctrl = i >= TCP_MAX_STREAMS;
+  if (c->npaths > 1 && !ctrl) sock_limit_unsent(ps->fd[i], 2 * tcp_cfg.chunk_size);
+  ps->hello[i] = (struct wire_hello){.magic = WIRE_MAGIC, .version = WIRE_VERSION,
+                                     .kind = ctrl ? WIRE_HELLO_CTRL_AGAIN : WIRE_HELLO_DATA,
+                                     .index = (uint16_t)(ctrl ? i - TCP_MAX_STREAMS : i), .secret = ps->token};
   return 0;
 }
 
@@ -189,7 +233,9 @@ static int dropped_by_peer(const struct tcp_paths *ps, int i) {
   return n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
 }
 
-/* New sockets the receiver dropped (a hello too late, say) start over. */
+/* New sockets the receiver dropped (a hello too late, say) start over.
+ * Streams only: the receiver writes on a control socket it took (its
+ * RESUME), and one it dropped fails the writer's next write. */
 static void drop_refused(struct tcp_comm_base *c, int p, unsigned waiting, double now) {
   struct tcp_paths *ps = c->paths;
   for (int i = 0; i < c->nstreams; i++) {
@@ -208,14 +254,14 @@ unsigned tcp_rejoin_connect(struct tcp_comm_base *c, double now) {
   for (int p = 0; p < c->npaths; p++) {
     struct tcp_path *pp = &ps->p[p];
     drop_refused(c, p, tcp_path_streams(c, p) & lost & ps->ready, now);
-    unsigned path = tcp_path_streams(c, p) & lost & ~ps->ready;
+    unsigned path = path_lost(c, p) & ~ps->ready;
     if (!pp->port || !path || !pp->have_remote) continue;
     int inflight = 0;
-    for (int i = 0; i < c->nstreams; i++) inflight |= (path >> i & 1) && ps->fd[i] >= 0;
+    for (int i = 0; i < TCP_REJOIN_SOCKETS; i++) inflight |= (path >> i & 1) && ps->fd[i] >= 0;
     if (!inflight && now < pp->next_try) continue;
     if (!inflight) pp->tried_at = now;
     int failed = 0, pending = 0;
-    for (int i = 0; i < c->nstreams; i++) {
+    for (int i = 0; i < TCP_REJOIN_SOCKETS; i++) {
       if (!(path >> i & 1)) continue;
       int r = connect_step(c, i);
       if (r > 0) ps->ready |= 1u << i;
@@ -226,7 +272,7 @@ unsigned tcp_rejoin_connect(struct tcp_comm_base *c, double now) {
      * later.  A new socket whose hello is out stays: the receiver may have
      * it in place already, and would refuse another for that stream. */
     if (failed || (pending && now - pp->tried_at > REJOIN_ATTEMPT_S)) {
-      for (int i = 0; i < c->nstreams; i++)
+      for (int i = 0; i < TCP_REJOIN_SOCKETS; i++)
         if ((path >> i & 1) && !(ps->ready >> i & 1)) new_socket_close(ps, i);
       pp->next_try = now + REJOIN_ATTEMPT_S;
     }
@@ -235,6 +281,31 @@ unsigned tcp_rejoin_connect(struct tcp_comm_base *c, double now) {
 }
 
 /* ---- both -------------------------------------------------------------------- */
+
+/* A path wholly back (streams and control slot): its offer is spent. */
+static void offers_spent(struct tcp_comm_base *c, unsigned back) {
+  for (int p = 0; p < c->npaths; p++)
+    if ((path_sockets(c, p) & back) && !path_lost(c, p)) c->paths->p[p].port = 0;
+}
+
+unsigned tcp_rejoin_ctrl(struct tcp_comm_base *c) {
+  struct tcp_paths *ps = c->paths;
+  unsigned back = 0;
+  if (!ps) return 0;
+  for (int w = 0; w < 2; w++) {
+    int i = TCP_REJOIN_CTRL(w);
+    if (!(ps->ready >> i & 1)) continue;
+    int rc = tcp_ctrl_rejoin(&c->ctrl, w, ps->fd[i]);
+    if (rc == 0) continue; /* the channel is busy: next look */
+    if (rc > 0) {
+      ps->fd[i] = -1;
+      back |= 1u << i;
+    }
+    new_socket_close(ps, i);
+  }
+  offers_spent(c, back);
+  return back;
+}
 
 void tcp_rejoin_swap(struct tcp_comm_base *c, unsigned mask) {
   struct tcp_paths *ps = c->paths;
@@ -259,9 +330,7 @@ void tcp_rejoin_swap(struct tcp_comm_base *c, unsigned mask) {
     pthread_mutex_unlock(&s->lock);
     if (c->driven) tcp_progress->stream_attach(c, i);
   }
-  /* A path wholly back: its offer is spent. */
-  for (int p = 0; p < c->npaths; p++)
-    if ((tcp_path_streams(c, p) & mask) && !(atomic_load(&c->lost) & tcp_path_streams(c, p))) ps->p[p].port = 0;
+  offers_spent(c, mask);
   if (mask)
     COLLX_INFO(COLLX_LOG_NET, "%s connection with %s on device %s: the path %s is back in use (streams 0x%x)", c->role->name,
                c->peer, c->devname, tcp_path_name(c, __builtin_ctz(mask)), mask);

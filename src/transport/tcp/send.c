@@ -266,6 +266,9 @@ static void paths_rejoin(struct tcp_send_comm *c, double now) {
     }
   pthread_mutex_unlock(&c->rejoin_lock);
   unsigned ready = tcp_rejoin_connect(&c->base, now);
+  /* A control socket through is written at once: the receiver reads it
+   * only once it has taken it, and one it refused fails a write. */
+  tcp_rejoin_ctrl(&c->base);
   unsigned asked = atomic_exchange(&c->rejoined, 0);
   unsigned now_in = asked & ready & ~atomic_load(&c->lost_acked);
   if (asked & ~now_in) atomic_fetch_or(&c->rejoined, asked & ~now_in);

@@ -16,8 +16,17 @@ int wire_hello_check(const struct wire_hello *h, uint64_t secret, const char **w
   }
   if (h->kind == WIRE_HELLO_CTRL) return WIRE_HELLO_CTRL;
   if (h->kind == WIRE_HELLO_DATA) return WIRE_HELLO_DATA;
+  if (h->kind == WIRE_HELLO_CTRL_AGAIN) return WIRE_HELLO_CTRL_AGAIN;
   *why = "unknown hello";
   return -1;
+}
+
+int wire_resume_check(const struct wire_ctrl *m, const char **why) {
+  if (m->magic != WIRE_MAGIC || m->type != WIRE_RESUME || m->n != 1) {
+    *why = "a control socket that came back did not start with RESUME";
+    return -1;
+  }
+  return 0;
 }
 
 int wire_welcome_check(const struct wire_welcome *w, int max_streams, const char **why) {

@@ -38,11 +38,14 @@
 #include "util/netdev.h"
 
 #define WIRE_MAGIC 0x7863u /* "cx" */
-#define WIRE_VERSION 5
+#define WIRE_VERSION 6
 /* Data streams a connection may have: bit masks of streams fit 16 bits. */
 #define WIRE_MAX_STREAMS 16
 
-enum wire_kind { WIRE_HELLO_CTRL = 1, WIRE_HELLO_DATA = 2 };
+/* CTRL_AGAIN: with failover, a control socket of a comm coming back with
+ * its path (index: its slot, 0 the first, 1 the spare); it carries a RESUME
+ * record each way before anything else. */
+enum wire_kind { WIRE_HELLO_CTRL = 1, WIRE_HELLO_DATA = 2, WIRE_HELLO_CTRL_AGAIN = 3 };
 
 /* What the connector (the sending side) says of itself in a CTRL hello,
  * and the listener of itself in the welcome's flags: failover is on where
@@ -53,7 +56,7 @@ struct wire_hello {
   uint16_t magic;
   uint8_t version;
   uint8_t kind;        /* enum wire_kind */
-  uint16_t index;      /* data stream index (DATA); enum wire_hello_flags (CTRL) */
+  uint16_t index;      /* data stream index (DATA); enum wire_hello_flags (CTRL); slot (CTRL_AGAIN) */
   uint16_t nstreams;   /* connector's proposal (CTRL) */
   uint64_t secret;     /* from the handle */
   uint64_t conn_id;    /* chosen by the connector, ties streams to their ctrl */
@@ -89,7 +92,11 @@ struct wire_welcome {
  * REJOIN: the receiver listens for new sockets of path `seq` on port
  *   e[0].tag; their hellos must carry the token e[0].size as secret.
  * REJOINED: the streams in the bit mask e[0].size have their new socket
- *   in place: the sender may write on them. */
+ *   in place: the sender may write on them.
+ * RESUME: the first record each end writes on a control socket that comes
+ *   back (CTRL_AGAIN), outside the control stream: e[0].size is the byte
+ *   of that end's control stream the socket carries from on (the reader
+ *   drops what it has read of it from the other socket). */
 enum wire_ctrl_type {
   WIRE_CTS = 1,
   WIRE_HEARTBEAT = 2,
@@ -100,6 +107,7 @@ enum wire_ctrl_type {
   WIRE_LOST_ACK = 7,
   WIRE_REJOIN = 8,
   WIRE_REJOINED = 9,
+  WIRE_RESUME = 10,
 };
 
 struct wire_cts_entry {
@@ -165,6 +173,8 @@ _Static_assert(sizeof(struct wire_eager) == 24, "eager layout");
 
 /* Validators (wire.c).  Each returns -1 with *why set when the record must
  * be refused. */
+/* A RESUME record: 0, or -1 with *why. */
+int wire_resume_check(const struct wire_ctrl *m, const char **why);
 /* Returns the hello's kind (enum wire_kind). */
 int wire_hello_check(const struct wire_hello *h, uint64_t secret, const char **why);
 int wire_welcome_check(const struct wire_welcome *w, int max_streams, const char **why);
