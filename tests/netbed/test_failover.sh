@@ -7,8 +7,10 @@
 #      carries the control socket, the second its spare): both ends finish
 #      with every message right, each sender WARNs once naming the lost
 #      path and the peer, and the other NIC carries the rest;
-#   2. a member down for 3 s and back up carries traffic again; a member's
-#      packets dropped by nftables instead of its link going down;
+#   2. a member down for 3 s and back up carries traffic again, its
+#      control socket too: a loss of the other member after it is survived
+#      (and two flaps in turn, then a loss); a member's packets dropped by
+#      nftables instead of its link going down;
 #   3. with COLLX_FAILOVER=0 the same loss fails the run;
 #   4. every member down: both ends fail with an error naming the peer
 #      within COLLX_TIMEOUT (plus the tick that notices it).
@@ -144,6 +146,33 @@ for nic in $back_nics; do
   check $([ "$again" -gt $((1 << 20)) ] && [ "$again" -ge $((other / 4)) ] && echo 0 || echo 1) \
     "eth$nic down for 3 s and back: from then on it carries its part ($again B, eth$((1 - nic)) $other B)"
 done
+
+# ---- 2b. losses in turn, each after the last member came back ---------------
+# The control sockets come back with their path, so a member that flapped
+# can carry the comm alone when the other is lost next.  ctrl_back N: both
+# of the client's comms (--bidir) have control socket N back.
+ctrl_back() { [ "$(grep -c "control socket $1 is back" "$tmp/$2.cli")" -ge 2 ]; }
+flap_wait() { # nic label: down 3 s, up, then wait until its control socket and streams are back
+  nic_down "$1"
+  sleep 3
+  netbed_nic_up "$bed" 1 "$1"
+  local waited=0
+  until { ctrl_back "$1" "$2" && grep -q "path eth$1 to .* is back in use" "$tmp/$2.cli"; } || [ $waited -ge 60 ]; do
+    sleep 0.1; waited=$((waited + 1))
+  done
+  echo "$waited" >>"$tmp/$2.waits"
+}
+flap0_lose1() { flap_wait 0 turn01; nic_down 1; }
+flap0_flap1_lose0() { flap_wait 0 turn010; flap_wait 1 turn010; nic_down 0; }
+turn_case() { # label action secs what
+  perf_opts=-v run "$1" "$3" 2 "$2" "${merged[@]}"
+  check $([ $crc -eq 0 ] && [ $src -eq 0 ] && echo 0 || echo 1)     "$4: every message right on both ends (client exit $crc, server $src, ${secs}s)"
+  [ $crc -ne 0 ] || [ $src -ne 0 ] && show "$1"
+  check $(grep -q "is back (from byte" "$tmp/$1.cli" && ! grep -q "control connection is lost" "$tmp/$1.cli" "$tmp/$1.srv"     && echo 0 || echo 1) "$4: the control sockets came back each time ($(grep -c 'is back (from byte' "$tmp/$1.cli") on the client)"
+  all_up
+}
+turn_case turn01 flap0_lose1 12 "eth0 down 3 s and back, then eth1 lost"
+[ $sanitized -eq 0 ] && turn_case turn010 flap0_flap1_lose0 20 "eth0 then eth1 down 3 s and back, then eth0 lost"
 
 if [ $sanitized -eq 1 ]; then
   echo "SKIP: under a sanitizer: nftables and COLLX_FAILOVER=0 (the plain build runs them)"
