@@ -136,17 +136,23 @@ static int read_hello(int fd, struct wire_hello *h) {
   return recv(fd, h, sizeof *h, MSG_WAITALL) == (ssize_t)sizeof *h ? 0 : -1;
 }
 
-static void test_sender(void) {
-  /* The test's listener plays the receiver. */
+/* A listener on loopback that plays the receiver; its port in *port. */
+static int listener(int backlog, uint16_t *port) {
   int lfd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_storage any = loopback(0), bound;
   socklen_t len = sizeof bound;
-  if (lfd < 0 || bind(lfd, (struct sockaddr *)&any, sizeof(struct sockaddr_in)) != 0 || listen(lfd, 4) != 0 ||
+  if (lfd < 0 || bind(lfd, (struct sockaddr *)&any, sizeof(struct sockaddr_in)) != 0 || listen(lfd, backlog) != 0 ||
       getsockname(lfd, (struct sockaddr *)&bound, &len) != 0) {
     perror("listener");
     exit(1);
   }
-  uint16_t port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
+  *port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
+  return lfd;
+}
+
+static void test_sender(void) {
+  uint16_t port;
+  int lfd = listener(4, &port);
   struct sockaddr_storage addr = loopback(0);
   struct tcp_comm_base *c = comm_with_lost_stream(&addr);
   const uint64_t token = 0x1234abcdULL;
@@ -185,17 +191,10 @@ static void test_sender(void) {
  * leave that stream unused for good (the receiver no longer counts it
  * lost, so it refuses its next hello). */
 static void test_sender_keeps_the_socket_through(void) {
-  int lfd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_storage any = loopback(0), bound;
-  socklen_t len = sizeof bound;
   /* Backlog 0: one connection waits in the accept queue, a second's SYN
    * is dropped, so its connect hangs. */
-  if (lfd < 0 || bind(lfd, (struct sockaddr *)&any, sizeof(struct sockaddr_in)) != 0 || listen(lfd, 0) != 0 ||
-      getsockname(lfd, (struct sockaddr *)&bound, &len) != 0) {
-    perror("listener");
-    exit(1);
-  }
-  uint16_t port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
+  uint16_t port;
+  int lfd = listener(0, &port);
   struct sockaddr_storage addr = loopback(0);
   struct tcp_comm_base *c = comm_with_lost_path(&addr, 4); /* path 0: streams 0 and 2 */
   tcp_rejoin_offer(c, 0, port, 0x77ULL);
