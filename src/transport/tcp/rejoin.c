@@ -253,6 +253,10 @@ unsigned tcp_rejoin_connect(struct tcp_comm_base *c, double now) {
   unsigned lost = atomic_load(&c->lost);
   for (int p = 0; p < c->npaths; p++) {
     struct tcp_path *pp = &ps->p[p];
+    /* Its streams are back: the offer is spent.  A control socket not
+     * through with them waits for the path's next return (the receiver may
+     * never have given its own up). */
+    if (!(tcp_path_streams(c, p) & lost)) pp->port = 0;
     drop_refused(c, p, tcp_path_streams(c, p) & lost & ps->ready, now);
     unsigned path = path_lost(c, p) & ~ps->ready;
     if (!pp->port || !path || !pp->have_remote) continue;
@@ -282,12 +286,6 @@ unsigned tcp_rejoin_connect(struct tcp_comm_base *c, double now) {
 
 /* ---- both -------------------------------------------------------------------- */
 
-/* A path wholly back (streams and control slot): its offer is spent. */
-static void offers_spent(struct tcp_comm_base *c, unsigned back) {
-  for (int p = 0; p < c->npaths; p++)
-    if ((path_sockets(c, p) & back) && !path_lost(c, p)) c->paths->p[p].port = 0;
-}
-
 unsigned tcp_rejoin_ctrl(struct tcp_comm_base *c) {
   struct tcp_paths *ps = c->paths;
   unsigned back = 0;
@@ -303,7 +301,6 @@ unsigned tcp_rejoin_ctrl(struct tcp_comm_base *c) {
     }
     new_socket_close(ps, i);
   }
-  offers_spent(c, back);
   return back;
 }
 
@@ -330,7 +327,6 @@ void tcp_rejoin_swap(struct tcp_comm_base *c, unsigned mask) {
     pthread_mutex_unlock(&s->lock);
     if (c->driven) tcp_progress->stream_attach(c, i);
   }
-  offers_spent(c, mask);
   if (mask)
     COLLX_INFO(COLLX_LOG_NET, "%s connection with %s on device %s: the path %s is back in use (streams 0x%x)", c->role->name,
                c->peer, c->devname, tcp_path_name(c, __builtin_ctz(mask)), mask);
