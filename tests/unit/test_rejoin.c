@@ -217,11 +217,49 @@ static void test_sender_keeps_the_socket_through(void) {
   free(c);
 }
 
+/* A path lost again soon after it came back waits longer each time
+ * before the sender tries it: none after the first loss, then 2, 4, 8 ...
+ * seconds, at most a minute. */
+static void test_backoff(void) {
+  CHECK(tcp_path_backoff(1) == 0 && tcp_path_backoff(2) == 2 && tcp_path_backoff(3) == 4 &&
+            tcp_path_backoff(7) == 60 && tcp_path_backoff(20) == 60,
+        "0, 2, 4 ... 60 s (%g %g %g %g)", tcp_path_backoff(1), tcp_path_backoff(2), tcp_path_backoff(3),
+        tcp_path_backoff(7));
+  static const struct tcp_comm_role role = {.name = "send", .sends = 1};
+  uint16_t port;
+  int lfd = listener(4, &port);
+  struct sockaddr_storage addr = loopback(0);
+  struct tcp_comm_base *c = comm_with_lost_path(&addr, 2);
+  c->role = &role;
+  unsigned path0 = tcp_path_streams(c, 0);
+  for (int loss = 1; loss <= 3; loss++) {
+    atomic_fetch_and(&c->lost, ~path0); /* it came back */
+    double before = tcp_now();
+    CHECK(tcp_path_lose(c, 0, "test: lost again") == path0, "loss %d gives the path up", loss);
+    double wait = c->paths->p[0].next_try - before;
+    CHECK(wait >= tcp_path_backoff(loss) && wait < tcp_path_backoff(loss) + 0.5, "loss %d: tried again in %.1f s", loss,
+          wait);
+  }
+  tcp_rejoin_offer(c, 0, port, 0x55ULL);
+  double now = tcp_now();
+  tcp_rejoin_connect(c, now + 1);
+  CHECK(accept_within(lfd, 100) < 0, "an offer does not cut the wait short: no connect 1 s on");
+  unsigned ready = 0;
+  for (int t = 0; t < 100 && !(ready & 1u); t++, sleep_ms(5)) ready = tcp_rejoin_connect(c, now + 4.5);
+  int got = accept_within(lfd, 1000);
+  CHECK(ready & 1u && got >= 0, "once the wait is over it connects (%#x)", ready);
+  if (got >= 0) close(got);
+  close(lfd);
+  tcp_failover_free(c);
+  free(c);
+}
+
 int main(void) {
   tcp_cfg.chunk_size = 512 * 1024;
   test_receiver();
   test_sender();
   test_sender_keeps_the_socket_through();
+  test_backoff();
   printf("test_rejoin: %d checks, %d failed\n", checks, failures);
   return failures != 0;
 }

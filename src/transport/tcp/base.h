@@ -142,6 +142,8 @@ struct tcp_path {
   uint16_t port;                  /* sender: ...on this port (the receiver's offer); 0 none yet */
   double next_try;                /* sender: when to try connecting again... */
   double tried_at;                /* ...and when the attempt under way began */
+  int losses;                     /* sender: losses in a row, each within TCP_PATH_FORGET_S of the last... */
+  double lost_at;                 /* ...the last one */
 };
 
 /* Failover's state beside a comm (heap: only comms with failover pay

@@ -66,6 +66,26 @@ unsigned tcp_path_streams(const struct tcp_comm_base *c, int i) {
   return mask;
 }
 
+double tcp_path_backoff(int losses) {
+  if (losses <= 1) return 0;
+  double s = 1;
+  for (int n = 1; n < losses && s < 60; n++) s *= 2;
+  return s < 60 ? s : 60;
+}
+
+/* Count the loss and put off the path's next try (the sender's); how
+ * long. */
+static double path_backs_off(struct tcp_comm_base *c, int p) {
+  if (!c->paths) return 0;
+  struct tcp_path *pp = &c->paths->p[p];
+  double now = tcp_now();
+  pp->losses = now - pp->lost_at > TCP_PATH_FORGET_S ? 1 : pp->losses + 1;
+  pp->lost_at = now;
+  double wait = tcp_path_backoff(pp->losses);
+  pp->next_try = now + wait;
+  return wait;
+}
+
 unsigned tcp_path_lose(struct tcp_comm_base *c, int i, const char *why) {
   unsigned path = tcp_path_streams(c, i);
   unsigned all = c->nstreams >= 32 ? ~0u : (1u << c->nstreams) - 1;
@@ -76,8 +96,13 @@ unsigned tcp_path_lose(struct tcp_comm_base *c, int i, const char *why) {
                    tcp_path_name(c, i), why);
     return 0;
   }
+  double wait = path_backs_off(c, i % c->npaths);
+  char again[64] = "";
+  if (wait > 0)
+    snprintf(again, sizeof again, "; lost %d times in a row, it is tried again in %.0f s",
+             c->paths->p[i % c->npaths].losses, wait);
   COLLX_WARN("%s connection with %s on device %s: lost the path %s (%s); its traffic moves to the other "
-             "NICs of the device", c->role->name, c->peer, c->devname, tcp_path_name(c, i), why);
+             "NICs of the device%s", c->role->name, c->peer, c->devname, tcp_path_name(c, i), why, again);
   tcp_path_lost_ctrl(c, i % c->npaths, why);
   return path & ~before;
 }

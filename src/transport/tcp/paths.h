@@ -23,6 +23,14 @@ unsigned tcp_path_streams(const struct tcp_comm_base *c, int i);
  * given up (0 when they were already); when no stream is left the comm
  * fails instead (0). */
 unsigned tcp_path_lose(struct tcp_comm_base *c, int i, const char *why);
+/* A path lost again within this long of its last loss waits longer before
+ * it is tried again (tcp_path_backoff); one that held longer starts over. */
+#define TCP_PATH_FORGET_S 60.0
+/* How long after its n-th loss in a row a path is first tried again:
+ * none after the first (a flap comes back as soon as its link does), then
+ * 2, 4, 8 ... seconds up to a minute, so that a lossy link which keeps
+ * failing stops stalling the traffic it is given back each time. */
+double tcp_path_backoff(int losses);
 /* The control socket on a lost path is given up too. */
 void tcp_path_lost_ctrl(struct tcp_comm_base *c, int path, const char *why);
 

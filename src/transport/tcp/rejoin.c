@@ -185,8 +185,8 @@ unsigned tcp_rejoin_path_done(struct tcp_comm_base *c, unsigned swapped) {
 
 void tcp_rejoin_offer(struct tcp_comm_base *c, int path, uint16_t port, uint64_t token) {
   if (!c->paths || path >= c->npaths) return;
+  /* Tried at once unless the path's losses put it off (tcp_path_backoff). */
   c->paths->p[path].port = port;
-  c->paths->p[path].next_try = 0;
   c->paths->token = token;
 }
 
