@@ -75,8 +75,8 @@ tests_unit_test_vdevice_LDADD = libcollx-core.la
 # test_vdevice_live.sh: makeVDevice through the plugin's v12 / v11 tables on
 # nine veths in a network namespace (root; skipped otherwise).
 check_PROGRAMS += tests/unit/test_vdevice_live
-TESTS += tests/unit/test_vdevice_live.sh
-EXTRA_DIST += tests/unit/test_vdevice_live.sh
+TESTS += tests/unit/test_vdevice_live.sh tests/unit/test_ifskip_live.sh
+EXTRA_DIST += tests/unit/test_vdevice_live.sh tests/unit/test_ifskip_live.sh
 tests_unit_test_vdevice_live_SOURCES = tests/unit/test_vdevice_live.c
 tests_unit_test_vdevice_live_LDADD = -ldl
 
