@@ -246,6 +246,7 @@ int tcp_comm_base_start(struct tcp_comm_base *c) {
     if (tcp_progress->attach(c) != 0) return -1;
     c->driven = 1;
   }
+  tcp_stats_open(c);
   if (tcp_watchdog_add(c) != 0) return -1;
   c->watched = 1;
   return 0;
@@ -259,6 +260,7 @@ void tcp_comm_base_stop(struct tcp_comm_base *c) {
   /* Nothing waits on the peer: detach waits out a pass in progress only. */
   if (c->driven) tcp_progress->detach(c);
   c->driven = 0;
+  tcp_stats_close(c);
   for (int i = 0; i < c->nstreams; i++) {
     close(c->streams[i].fd);
     pthread_mutex_destroy(&c->streams[i].lock);

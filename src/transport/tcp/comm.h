@@ -27,6 +27,7 @@
 
 #include "engine.h"
 #include "sock.h"
+#include "stats.h"
 #include "tcp.h"
 #include "util/list.h"
 #include "wire.h"
@@ -223,6 +224,7 @@ struct tcp_comm_base {
   struct {
     uint64_t messages, bytes;
   } stats;
+  struct tcp_stats *live_stats; /* its slot of the stats page (stats.c); NULL: none */
 };
 
 extern atomic_int tcp_live_threads;

@@ -12,7 +12,7 @@ libcollx_tcp_la_SOURCES = \
 	src/transport/tcp/comm.c src/transport/tcp/comm.h src/transport/tcp/failover.c src/transport/tcp/ctrl_io.c src/transport/tcp/rejoin.c \
 	src/transport/tcp/send.c src/transport/tcp/send.h \
 	src/transport/tcp/recv.c src/transport/tcp/recv_ctrl.c src/transport/tcp/recv_entry.c src/transport/tcp/recv.h \
-	src/transport/tcp/watchdog.c \
+	src/transport/tcp/watchdog.c src/transport/tcp/stats.c src/transport/tcp/stats.h src/transport/tcp/tcpinfo.h \
 	src/transport/tcp/progress.h src/transport/tcp/progress_engine.c \
 	src/transport/tcp/engine.c src/transport/tcp/engine.h \
 	src/transport/tcp/match.c src/transport/tcp/match.h \

@@ -260,6 +260,7 @@ void tcp_rejoin_swap(struct tcp_comm_base *c, unsigned mask) {
   /* A path wholly back: its offer is spent. */
   for (int p = 0; p < c->npaths; p++)
     if ((tcp_path_streams(c, p) & mask) && !(atomic_load(&c->lost) & tcp_path_streams(c, p))) ps->p[p].port = 0;
+  if (mask) tcp_stats_path_rejoined(c);
   if (mask)
     COLLX_INFO(COLLX_LOG_NET, "%s connection with %s on device %s: the path %s is back in use (streams 0x%x)", c->role->name,
                c->peer, c->devname, tcp_path_name(c, __builtin_ctz(mask)), mask);

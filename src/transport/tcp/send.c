@@ -419,6 +419,7 @@ static void chunks_take_back(struct tcp_send_comm *c) {
   }
   COLLX_INFO(COLLX_LOG_NET, "send connection to %s on device %s: the receiver has let go of streams 0x%x; "
              "%u chunks of them go out again", c->base.peer, c->base.devname, mask, n);
+  tcp_stats_resent(&c->base, n);
   if (!tcp_caller_progress()) tcp_progress->kick(&c->base);
 }
 
@@ -805,6 +806,7 @@ ncclResult_t tcp_isend(struct tcp_send_comm *c, void *data, size_t size, int tag
   c->send_stats.waiting = 0;
   c->base.stats.messages++;
   c->base.stats.bytes += size;
+  tcp_stats_mirror(&c->base);
   *out = &r->base;
   if (eager)
     eager_post(c, r, tag, claim > 0);
