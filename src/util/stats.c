@@ -26,7 +26,8 @@ static pid_t page_pid;                /* the process that made it (a forked chil
 static char page_path[256];
 static dev_t page_dev;
 static ino_t page_ino;
-static int page_failed; /* tried and could not: do not try for every comm */
+static int page_failed; /* tried and could not: do not try for every comm... */
+static pid_t failed_pid; /* ...in this process (a forked child tries afresh) */
 static int page_conns;  /* slots in use: the page goes with the last */
 
 int collx_stats_enabled(void) {
@@ -45,10 +46,12 @@ static uint64_t realtime_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Field 22 of /proc/PID/stat: when the process started, in clock ticks
- * after boot; with the pid it names one process for good.  0 if unknown. */
-static uint64_t proc_starttime(pid_t pid) {
+/* From /proc/PID/stat: the state (field 3) and when the process started
+ * (field 22, clock ticks after boot), which with the pid names one process
+ * for good.  0 if unknown. */
+static uint64_t proc_stat(pid_t pid, char *state) {
   char path[64], buf[1024];
+  *state = '?';
   snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
@@ -59,11 +62,15 @@ static uint64_t proc_starttime(pid_t pid) {
   char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
   if (!p) return 0;
   unsigned long long v = 0;
-  /* After ")": state is field 3, starttime field 22. */
-  if (sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-             &v) != 1)
+  if (sscanf(p + 1, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", state,
+             &v) != 2)
     return 0;
   return v;
+}
+
+static uint64_t proc_starttime(pid_t pid) {
+  char state;
+  return proc_stat(pid, &state);
 }
 
 /* "collx-123.stats" -> 123; 0 for any other name. */
@@ -84,11 +91,14 @@ static uint64_t page_starttime(int dirfd, const char *name) {
   return h.starttime;
 }
 
-/* A page is stale when its process is gone: no such pid, or a pid that
- * now names a process started at another time. */
+/* A page is stale when its process is gone: no such pid, a zombie, or a
+ * pid that now names a process started at another time. */
 static int page_is_stale(int dirfd, const char *name, int pid) {
   if (kill(pid, 0) != 0 && errno == ESRCH) return 1;
-  uint64_t recorded = page_starttime(dirfd, name), now = proc_starttime(pid);
+  char state;
+  uint64_t recorded = page_starttime(dirfd, name), now = proc_stat(pid, &state);
+  /* A zombie is gone too: nobody may ever reap it (a container's init). */
+  if (state == 'Z' || state == 'X') return 1;
   return recorded && now && recorded != now;
 }
 
@@ -195,9 +205,11 @@ static struct collx_stats_page *my_page(void) {
     page_failed = 0;
     page_path[0] = '\0';
   }
+  if (page_failed && failed_pid != getpid()) page_failed = 0;
   if (!page && !page_failed) {
     page = make_page();
     page_failed = page == NULL;
+    failed_pid = getpid();
   }
   return page;
 }

@@ -112,3 +112,12 @@ check_PROGRAMS += tests/unit/test_rejoin
 TESTS += tests/unit/test_rejoin
 tests_unit_test_rejoin_SOURCES = tests/unit/test_rejoin.c
 tests_unit_test_rejoin_LDADD = libcollx-tcp.la
+
+# test_stats: the live counters' page in /dev/shm (made, read back,
+# removed; a planted link not followed; a killed process's page swept).
+# test_stats_live.sh: collx-perf mid-transfer read by collx-info --stats.
+check_PROGRAMS += tests/unit/test_stats
+TESTS += tests/unit/test_stats tests/unit/test_stats_live.sh
+EXTRA_DIST += tests/unit/test_stats_live.sh
+tests_unit_test_stats_SOURCES = tests/unit/test_stats.c
+tests_unit_test_stats_LDADD = libcollx-util.la
