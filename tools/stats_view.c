@@ -98,8 +98,7 @@ static void print_text(int pid, const struct collx_stats_page *pg, struct conn_v
   double age = 0;
   for (int i = 0; i < n; i++)
     if (v[i].c.sampled_ns) age = now_realtime_s() - (double)v[i].c.sampled_ns * 1e-9;
-  printf("pid %d (%s)%s: %d connection end(s)%s", pid, pg->h.exe, alive ? "" : " [process gone]", n,
-         pg->h.untracked ? "" : "");
+  printf("pid %d (%s)%s: %d connection end(s)", pid, pg->h.exe, alive ? "" : " [process gone]", n);
   if (pg->h.untracked) printf(", %u more not tracked (no free slot)", pg->h.untracked);
   if (n) printf(", kernel sampled %.1f s ago", age);
   printf("\n");

@@ -240,13 +240,13 @@ static atomic_int *comms_open_of(int dev) {
 int tcp_comms_open(int dev) { return atomic_load(comms_open_of(dev)); }
 
 int tcp_comm_base_start(struct tcp_comm_base *c) {
+  tcp_stats_open(c); /* before any other thread can see the comm */
   atomic_fetch_add(comms_open_of(c->dev), 1);
   c->counted = 1;
   if (!tcp_caller_progress()) {
     if (tcp_progress->attach(c) != 0) return -1;
     c->driven = 1;
   }
-  tcp_stats_open(c);
   if (tcp_watchdog_add(c) != 0) return -1;
   c->watched = 1;
   return 0;
