@@ -39,6 +39,11 @@ struct event {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct token **live; /* tokens whose request has not ended */
 static size_t nlive, caplive;
+/* Every event handed out stays reachable here: the plugin may hold its
+ * handle past our view of the request, and LeakSanitizer must not take
+ * the ones alive at exit for leaks. */
+static struct event **events;
+static size_t nevents, capevents;
 static long n_started, n_stopped, n_posted;
 static int n_bad;
 static char first_bad[3][256];
@@ -97,8 +102,16 @@ static void on_start(void **eh, void *ph, int64_t id, void *ext) {
   n_started++;
   check_descr(t, id, ext);
   if (++t->starts > 1) violation("%s of %zu bytes: started %d times", op_name(t->op), t->len, t->starts);
+  if (nevents == capevents) {
+    size_t cap = capevents ? capevents * 2 : 256;
+    struct event **grown = realloc(events, cap * sizeof *grown);
+    if (!grown) return;
+    events = grown;
+    capevents = cap;
+  }
   struct event *e = calloc(1, sizeof *e);
   if (!e) return;
+  events[nevents++] = e;
   *e = (struct event){.magic = EVENT_MAGIC, .tok = t};
   t->ev = e;
   *eh = e;
