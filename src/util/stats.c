@@ -250,12 +250,16 @@ struct collx_stats_conn *collx_stats_conn_open(int dev, int role, const char *de
   return s;
 }
 
+/* Unlink the file; unmap it only when no connection writes to it.  At
+ * exit() other threads still run (the watchdog of comms a process never
+ * closed), so the mapping of a page in use stays until the process is
+ * gone; only its name goes. */
 static void remove_locked(void) {
   if (page && page_pid == getpid()) {
     /* Only the file this process made: not one put at the name since. */
     struct stat st;
     if (lstat(page_path, &st) == 0 && st.st_dev == page_dev && st.st_ino == page_ino) unlink(page_path);
-    munmap(page, sizeof *page);
+    if (page_conns == 0) munmap(page, sizeof *page);
   }
   page = NULL;
   page_path[0] = '\0';
