@@ -27,12 +27,13 @@
 #include "core/device.h"
 #include "topo/topo.h"
 #include "util/params.h"
+#include "stats_view.h"
 
 /* The ncclNet ABI versions the plugin exports, newest first as NCCL tries
  * them (src/plugin/net_v*.c; tests/unit/test_exports.sh keeps them honest). */
 #define COLLX_INFO_NET_ABIS "v12, v11, v10, v9, v8, v7"
 
-enum mode { MODE_DEVICES, MODE_PARAMS, MODE_VERSION, MODE_TOPOLOGY, MODE_PLAN, MODE_GPUS, MODE_HELP };
+enum mode { MODE_DEVICES, MODE_PARAMS, MODE_VERSION, MODE_TOPOLOGY, MODE_PLAN, MODE_GPUS, MODE_STATS, MODE_HELP };
 
 /* Interfaces --ifaces may name, and the topology modes may list. */
 #define COLLX_INFO_MAX_NICS 256
@@ -43,7 +44,8 @@ struct options {
   enum mode mode;
   const char *topology; /* --topology FILE */
   const char *ifaces;   /* --ifaces a,b,...: the NICs in use (topology modes) */
-  int json;             /* --json: JSON instead of text (topology modes) */
+  int json;             /* --json: JSON instead of text (topology modes, --stats) */
+  const char *stats;    /* --stats: a pid or "all" (NULL: all) */
 };
 
 /* ---- Output modes: each returns the process exit code ------------------- */
@@ -67,7 +69,12 @@ static void usage(FILE *out) {
           "      --ifaces a,b,...\n"
           "                  with --topology or --gpus: the NICs in use (default:\n"
           "                  every NIC of the file, or the discovered interfaces)\n"
-          "      --json      with --topology, --plan or --gpus: print JSON\n"
+          "      --stats [PID|all]\n"
+          "                  live counters of running processes using collx (their\n"
+          "                  /dev/shm/collx-PID.stats pages): per connection end and\n"
+          "                  stream, bytes, rates, requests in flight, paths lost and\n"
+          "                  rejoined, rtt and retransmits; busiest and slowest first\n"
+          "      --json      with --topology, --plan, --gpus or --stats: print JSON\n"
           "  -h, --help      print this help\n"
           "\n"
           "Without an option, list the devices as NCCL would see them.  Exit status\n"
@@ -328,10 +335,12 @@ static int run_gpus(const struct options *o) {
   return rc;
 }
 
+static int run_stats(const struct options *o) { return collx_info_stats(o->stats, o->json); }
+
 /* ---- Command line --------------------------------------------------------- */
 
 /* Long options; `val` is what getopt_long returns, handled in parse_args. */
-enum { OPT_PARAMS = 256, OPT_VERSION, OPT_TOPOLOGY, OPT_PLAN, OPT_GPUS, OPT_IFACES, OPT_JSON };
+enum { OPT_PARAMS = 256, OPT_VERSION, OPT_TOPOLOGY, OPT_PLAN, OPT_GPUS, OPT_IFACES, OPT_JSON, OPT_STATS };
 
 static const struct option long_opts[] = {
     {"params", no_argument, NULL, OPT_PARAMS},
@@ -341,6 +350,7 @@ static const struct option long_opts[] = {
     {"gpus", no_argument, NULL, OPT_GPUS},
     {"ifaces", required_argument, NULL, OPT_IFACES},
     {"json", no_argument, NULL, OPT_JSON},
+    {"stats", no_argument, NULL, OPT_STATS},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -380,19 +390,22 @@ static int parse_args(int argc, char **argv, struct options *o) {
       case OPT_GPUS: rc = select_mode(o, MODE_GPUS, &chosen, "--gpus"); break;
       case OPT_IFACES: o->ifaces = optarg; break;
       case OPT_JSON: o->json = 1; break;
+      case OPT_STATS: rc = select_mode(o, MODE_STATS, &chosen, "--stats"); break;
       case 'h': rc = select_mode(o, MODE_HELP, &chosen, "--help"); break;
       default: usage(stderr); return -1;  /* getopt already named the option */
     }
   }
   if (rc != 0) return -1;
+  if (o->mode == MODE_STATS && optind < argc) o->stats = argv[optind++]; /* --stats PID */
   if (optind < argc) {
     fprintf(stderr, "collx-info: unexpected argument '%s'\n", argv[optind]);
     usage(stderr);
     return -1;
   }
   if ((o->ifaces && o->mode != MODE_TOPOLOGY && o->mode != MODE_GPUS) ||
-      (o->json && o->mode != MODE_TOPOLOGY && o->mode != MODE_GPUS && o->mode != MODE_PLAN)) {
-    fprintf(stderr, "collx-info: --ifaces goes with --topology or --gpus, --json with --topology, --plan or --gpus\n");
+      (o->json && o->mode != MODE_TOPOLOGY && o->mode != MODE_GPUS && o->mode != MODE_PLAN &&
+       o->mode != MODE_STATS)) {
+    fprintf(stderr, "collx-info: --ifaces goes with --topology or --gpus, --json with --topology, --plan, --gpus or --stats\n");
     usage(stderr);
     return -1;
   }
@@ -407,6 +420,7 @@ int main(int argc, char **argv) {
       [MODE_TOPOLOGY] = run_topology,
       [MODE_PLAN] = run_plan,
       [MODE_GPUS] = run_gpus,
+      [MODE_STATS] = run_stats,
       [MODE_HELP] = run_help,
   };
   struct options o;

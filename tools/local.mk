@@ -4,7 +4,7 @@
 # exported table, loaded by the test harness's tests/harness/net.c; one file
 # per section of the tool in tools/perf/).
 bin_PROGRAMS += collx-info collx-perf
-collx_info_SOURCES = tools/collx-info.c
+collx_info_SOURCES = tools/collx-info.c tools/stats_view.c tools/stats_view.h
 collx_info_LDADD = libcollx-core.la
 collx_perf_SOURCES = tools/perf/perf.h tools/perf/main.c tools/perf/state.c tools/perf/util.c \
 	tools/perf/plugin.c tools/perf/sockets.c tools/perf/peer.c tools/perf/server.c tools/perf/client.c \

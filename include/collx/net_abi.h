@@ -265,10 +265,49 @@ typedef struct {
   int trafficClass;  /* plugin-specific; NCCL_NET_TRAFFIC_CLASS_UNDEF when unset */
 } ncclNetCommConfig_v10_t;
 
-/* NCCL's profiler hook handed to init (the plugin may report network events
- * through it; collx does not). */
+/* NCCL's profiler hook handed to init (v10 on).  The plugin starts an
+ * event under the per-operation handle isend/irecv received (`phandle`,
+ * NCCL's proxy step), NCCL fills *eHandle when a profiler takes the event,
+ * and the plugin later stops that same *eHandle.  NCCL passes its callback
+ * whether or not a profiler plugin is loaded; without one the callback
+ * returns at once and leaves *eHandle as it was. */
 typedef ncclResult_t (*ncclProfilerCallback_t)(void **eHandle, int type, void *phandle,
                                                int64_t pluginId, void *extData);
+
+/* `type` of a profiler callback (NCCL's nccl_common.h). */
+enum {
+  ncclProfilerNetEventStart = 0,
+  ncclProfilerNetEventStop = 1,
+  ncclProfilerNetEventUpdate = 2,
+  ncclProfilerNetEventUpdateAndStop = 3,
+};
+
+/* `pluginId`: a network type in bits 16-31 and the version of its event
+ * descriptor in bits 0-15.  A profiler (NCCL's example among them) decodes
+ * extData by this id; collx uses the socket type, which the example
+ * profiler prints ("NET_SOCK" events under each proxy step). */
+#define NCCL_PROFILER_NET_VER_BITS 16
+#define NCCL_PROFILER_NET_VER_MASK (~0U >> NCCL_PROFILER_NET_VER_BITS)
+#define NCCL_PROFILER_NET_TYPE_MASK (~0U << NCCL_PROFILER_NET_VER_BITS)
+#define NCCL_PROFILER_NET_TYPE_IB (1U << NCCL_PROFILER_NET_VER_BITS)
+#define NCCL_PROFILER_NET_TYPE_SOCK (2U << NCCL_PROFILER_NET_VER_BITS)
+#define NCCL_PROFILER_NET_SOCKET_VER 1
+
+/* The socket event descriptor, version 1: `type` ncclProfileSocket, `op`
+ * NCCL's socket op (0 send, 1 receive), `length` bytes. */
+enum { ncclProfileSocket = 1 << 0 };
+#define COLLX_PROFILER_SOCK_SEND 0
+#define COLLX_PROFILER_SOCK_RECV 1
+typedef struct {
+  uint8_t type;
+  union {
+    struct {
+      int fd;
+      int op;
+      size_t length;
+    } sock;
+  };
+} ncclProfilerNetSockDescr_v1_t;
 
 typedef struct {
   char *name;
@@ -642,6 +681,13 @@ _Static_assert(offsetof(ncclNet_v12_t, irecv) == 11 * 8, "v12.irecv");
 _Static_assert(offsetof(ncclNet_v12_t, makeVDevice) == 19 * 8, "v12.makeVDevice");
 _Static_assert(offsetof(ncclNet_v12_t, finalize) == 20 * 8, "v12.finalize");
 _Static_assert(offsetof(ncclNet_v12_t, setNetAttr) == 21 * 8, "v12.setNetAttr");
+/* The socket event descriptor as NCCL's profilers read it. */
+_Static_assert(offsetof(ncclProfilerNetSockDescr_v1_t, type) == 0, "sock descr type");
+_Static_assert(offsetof(ncclProfilerNetSockDescr_v1_t, sock.fd) == 8, "sock descr fd");
+_Static_assert(offsetof(ncclProfilerNetSockDescr_v1_t, sock.op) == 12, "sock descr op");
+_Static_assert(offsetof(ncclProfilerNetSockDescr_v1_t, sock.length) == 16, "sock descr length");
+_Static_assert(sizeof(ncclProfilerNetSockDescr_v1_t) == 24, "sock descr size");
+_Static_assert((NCCL_PROFILER_NET_TYPE_SOCK | NCCL_PROFILER_NET_SOCKET_VER) == 0x20001, "sock plugin id");
 #endif
 
 #ifdef __cplusplus

@@ -8,6 +8,7 @@
 
 #include "core/context.h"
 #include "core/core.h"
+#include "core/profiler.h"
 #include "core/transports.h"
 #include "topo/topo.h"
 #include "util/log.h"
@@ -84,16 +85,25 @@ ncclResult_t collx_dereg_mr(void *comm, void *mhandle) {
   return ncclSuccess;
 }
 
-ncclResult_t collx_isend(void *send_comm, void *data, size_t size, int tag, void **request) {
+ncclResult_t collx_isend_ph(void *send_comm, void *data, size_t size, int tag, void *phandle,
+                            void **request) {
   CHECK_ARG(request, "isend: NULL request pointer");
   *request = NULL;
   CHECK_ARG(is_kind(send_comm, COLLX_OBJ_SEND), "isend: %p is not a send comm", send_comm);
   CHECK_ARG(data || size == 0, "isend: NULL buffer for %zu bytes", size);
-  return collx_transport()->isend(send_comm, data, size, tag, request);
+  ncclResult_t res = collx_transport()->isend(send_comm, data, size, tag, request);
+  ncclProfilerCallback_t cb = collx_prof_callback();
+  if (cb && phandle && res == ncclSuccess && *request)
+    collx_prof_posted(cb, send_comm, *request, COLLX_PROFILER_SOCK_SEND, 1, &size, &phandle);
+  return res;
 }
 
-ncclResult_t collx_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
-                         const int *tags, void **request) {
+ncclResult_t collx_isend(void *send_comm, void *data, size_t size, int tag, void **request) {
+  return collx_isend_ph(send_comm, data, size, tag, NULL, request);
+}
+
+ncclResult_t collx_irecv_ph(void *recv_comm, int n, void **data, const size_t *sizes,
+                            const int *tags, void *const *phandles, void **request) {
   CHECK_ARG(request, "irecv: NULL request pointer");
   *request = NULL;
   CHECK_ARG(is_kind(recv_comm, COLLX_OBJ_RECV), "irecv: %p is not a receive comm", recv_comm);
@@ -101,7 +111,16 @@ ncclResult_t collx_irecv(void *recv_comm, int n, void **data, const size_t *size
   CHECK_ARG(data && sizes, "irecv: NULL buffer or size array");
   for (int i = 0; i < n; i++)
     CHECK_ARG(data[i] || sizes[i] == 0, "irecv: buffer %d is NULL for %zu bytes", i, sizes[i]);
-  return collx_transport()->irecv(recv_comm, n, data, sizes, tags, request);
+  ncclResult_t res = collx_transport()->irecv(recv_comm, n, data, sizes, tags, request);
+  ncclProfilerCallback_t cb = collx_prof_callback();
+  if (cb && phandles && res == ncclSuccess && *request)
+    collx_prof_posted(cb, recv_comm, *request, COLLX_PROFILER_SOCK_RECV, n, sizes, phandles);
+  return res;
+}
+
+ncclResult_t collx_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
+                         const int *tags, void **request) {
+  return collx_irecv_ph(recv_comm, n, data, sizes, tags, NULL, request);
 }
 
 ncclResult_t collx_iflush(void *recv_comm, int n, void **data, const size_t *sizes,
@@ -116,12 +135,17 @@ ncclResult_t collx_test(void *request, int *done, size_t *sizes) {
   CHECK_ARG(done, "test: NULL done pointer");
   *done = 0;
   CHECK_ARG(is_kind(request, COLLX_OBJ_REQ), "test: %p is not a collx request", request);
-  return collx_transport()->test(request, done, sizes);
+  ncclResult_t res = collx_transport()->test(request, done, sizes);
+  /* Done or failed, the request is over: its events stop before NCCL can
+   * post a new one into the same slot. */
+  if (collx_prof_any_live() && (*done || res != ncclSuccess)) collx_prof_ended(request);
+  return res;
 }
 
 ncclResult_t collx_close_send(void *send_comm) {
   CHECK_ARG(is_kind(send_comm, COLLX_OBJ_SEND), "closeSend: %p is not a send comm (closed twice?)", send_comm);
   collx_ctx_forget(send_comm);
+  if (collx_prof_any_live()) collx_prof_comm_closed(send_comm);
   collx_transport()->close_send(send_comm);
   return ncclSuccess;
 }
@@ -129,6 +153,7 @@ ncclResult_t collx_close_send(void *send_comm) {
 ncclResult_t collx_close_recv(void *recv_comm) {
   CHECK_ARG(is_kind(recv_comm, COLLX_OBJ_RECV), "closeRecv: %p is not a receive comm (closed twice?)", recv_comm);
   collx_ctx_forget(recv_comm);
+  if (collx_prof_any_live()) collx_prof_comm_closed(recv_comm);
   collx_transport()->close_recv(recv_comm);
   return ncclSuccess;
 }
@@ -142,6 +167,7 @@ ncclResult_t collx_close_listen(void *listen_comm) {
 
 void collx_close_comm_raw(void *comm) {
   enum collx_obj_kind k = collx_transport()->kind(comm);
+  if (collx_prof_any_live() && (k == COLLX_OBJ_SEND || k == COLLX_OBJ_RECV)) collx_prof_comm_closed(comm);
   if (k == COLLX_OBJ_SEND) collx_transport()->close_send(comm);
   else if (k == COLLX_OBJ_RECV) collx_transport()->close_recv(comm);
 }

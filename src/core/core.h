@@ -57,6 +57,15 @@ ncclResult_t collx_dereg_mr(void *comm, void *mhandle);
 ncclResult_t collx_isend(void *send_comm, void *data, size_t size, int tag, void **request);
 ncclResult_t collx_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
                          const int *tags, void **request);
+/* The same with NCCL's profiler handles (v10 on): one per message, NULL
+ * for none; events go to the callback collx_prof_set_callback installed
+ * (src/core/profiler.h). */
+ncclResult_t collx_isend_ph(void *send_comm, void *data, size_t size, int tag, void *phandle,
+                            void **request);
+ncclResult_t collx_irecv_ph(void *recv_comm, int n, void **data, const size_t *sizes,
+                            const int *tags, void *const *phandles, void **request);
+/* NCCL's profiler callback, from init (v10 on). */
+void collx_prof_set_callback(ncclProfilerCallback_t cb);
 ncclResult_t collx_iflush(void *recv_comm, int n, void **data, const size_t *sizes,
                           void **request);
 /* sizes, when not NULL, receives one entry per message of the request. */

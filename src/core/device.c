@@ -122,41 +122,50 @@ static const struct sockaddr *pick_addr(const struct cand *c, int family, int al
   return c->v4 ? c->v4 : v6;
 }
 
-/* Interfaces the default rules hold back: loopback and the bridges of
- * containers and VMs, which do not reach other hosts. */
-static int is_local_only(const char *name) {
-  return strcmp(name, "lo") == 0 || strncmp(name, "docker", 6) == 0 ||
-         strncmp(name, "virbr", 5) == 0;
-}
-
-static int passes(const struct filter *f, const char *name, int allow_local) {
-  if (f->spec) return collx_ifmatch(f->spec, name);
-  return allow_local || !is_local_only(name);
-}
-
-/* Indices (into c) of the interfaces chosen under one set of relaxations. */
+/* Indices (into c) of the interfaces chosen, link-local IPv6 allowed or
+ * not.  An interface collx_if_wanted turns down is never relaxed into use:
+ * falling back to a veth or to lo when nothing else qualifies is how a job
+ * ends up connecting to nobody (NVIDIA/nccl#913); the WARN says what to
+ * name instead. */
 static int select_pass(const struct cand *c, int n, const struct filter *f, int allow_ll,
-                       int allow_local, int *out) {
+                       int *out) {
   int k = 0;
   for (int i = 0; i < n; i++)
-    if (passes(f, c[i].name, allow_local) && pick_addr(&c[i], f->family, allow_ll)) out[k++] = i;
+    if (collx_if_wanted(f->spec, c[i].name, NULL) && pick_addr(&c[i], f->family, allow_ll))
+      out[k++] = i;
   return k;
 }
 
-/* Try the strict rules first and relax them only when nothing qualifies:
- * link-local IPv6 before local-only interfaces, since a link-local address
- * still reaches other hosts on the link.  Sets *allow_ll to the pass used. */
+/* Strict first; link-local IPv6 only when nothing else qualifies, since it
+ * needs a scope and never routes.  Sets *allow_ll to the pass used. */
 static int select_cands(const struct cand *c, int n, const struct filter *f, int *out,
                         int *allow_ll) {
-  static const int relax[4][2] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}}; /* {ll, local} */
-  for (int p = 0; p < 4; p++) {
-    int k = select_pass(c, n, f, relax[p][0], relax[p][1], out);
+  for (int ll = 0; ll <= 1; ll++) {
+    int k = select_pass(c, n, f, ll, out);
     if (k > 0) {
-      *allow_ll = relax[p][0];
+      *allow_ll = ll;
       return k;
     }
   }
   return 0;
+}
+
+/* "lo (loopback), veth1a2b (container veth)": the interfaces up with an
+ * address that the default rules kept out, for the INFO and WARN lines.
+ * Returns how many. */
+static int list_skipped(const struct cand *c, int n, const struct filter *f, char *buf,
+                        size_t len) {
+  int k = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < n; i++) {
+    const char *why;
+    if (collx_if_wanted(f->spec, c[i].name, &why) || !why) continue;
+    size_t used = strlen(buf);
+    if (used + 1 < len)
+      snprintf(buf + used, len - used, "%s%s (%s)", k ? ", " : "", c[i].name, why);
+    k++;
+  }
+  return k;
 }
 
 /* Strings the device table points to live until the plugin is unloaded;
@@ -336,6 +345,9 @@ static void explain_none(const struct cand *c, int n, const struct filter *f, ch
   append(buf, len, "%sinterfaces up with an address:", f->family != AF_UNSPEC ? " " : "");
   for (int i = 0; i < n; i++) append(buf, len, "%s %s", i ? "," : "", c[i].name);
   append(buf, len, ")");
+  char skipped[512];
+  if (list_skipped(c, n, f, skipped, sizeof skipped) > 0)
+    append(buf, len, "; skipped unless COLLX_IFNAME names them: %s", skipped);
 }
 
 /* ---- Placement: merged devices from the topology plan --------------------- */
@@ -388,6 +400,16 @@ static int apply_plan(struct collx_device *devs, int n) {
   return nd;
 }
 
+/* One INFO line naming what the default rules kept out, so that a user
+ * who expected a veth or a bridge to carry traffic sees why it does not. */
+static void report_skipped(const struct cand *c, int n, const struct filter *f) {
+  char skipped[512];
+  if (list_skipped(c, n, f, skipped, sizeof skipped) == 0) return;
+  COLLX_INFO(COLLX_LOG_INIT,
+             "interfaces skipped: %s; to use one, name it in COLLX_IFNAME (COLLX_IFNAME==NAME)",
+             skipped);
+}
+
 /* ---- Discovery, once per process ----------------------------------------- */
 
 static pthread_mutex_t disc_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -424,6 +446,7 @@ static int discover_locked(void) {
     COLLX_WARN("%d interfaces qualify; using the first %d", k, COLLX_MAX_DEVICES);
     k = COLLX_MAX_DEVICES;
   }
+  report_skipped(c, n, &f);
   long speed_override = collx_param_int(COLLX_P_SPEED_MBPS);
   for (int i = 0; i < k; i++)
     make_device(&disc_devs[i], i, c[chosen[i]].name, pick_addr(&c[chosen[i]], f.family, allow_ll),

@@ -16,6 +16,7 @@
 #include "topo/topo.h"
 #include "util/config.h"
 #include "util/log.h"
+#include "util/stats.h"
 #include "util/params.h"
 
 _Static_assert(sizeof(((struct collx_props *)0)->phys) == COLLX_MAX_VDEV_DEVS * sizeof(int),
@@ -88,6 +89,10 @@ ncclResult_t collx_init(ncclDebugLogger_t logger) {
   ncclResult_t res = ncclSuccess;
   if (ndevices < 0) {
     collx_params_log_set();
+    /* Pages of killed processes would pile up in /dev/shm: the next
+     * start on the node removes them (its own page is made with its
+     * first connection). */
+    if (collx_stats_enabled()) collx_stats_sweep(NULL);
     const char *why = NULL;
     int n = 0;
     if (collx_devices_discover(&devices, &n, &why) != 0) {

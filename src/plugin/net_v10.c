@@ -1,8 +1,9 @@
 /*
  * ncclNet v10 shim: v9 plus a profiler callback at init, a comm config
- * (traffic class) at connect and profiler handles on isend/irecv.  collx
- * reports no profiler events and sets no traffic class, so all three are
- * accepted and left unused.
+ * (traffic class) at connect and profiler handles on isend/irecv.  The
+ * callback and handles go to core, which reports one network event per
+ * message (src/core/profiler.h); the traffic class is accepted and left
+ * unused under v10.
  */
 #include <stdatomic.h>
 
@@ -10,6 +11,7 @@
 #include "util/log.h"
 
 static ncclResult_t v10_init(ncclDebugLogger_t logger, ncclProfilerCallback_t profiler) {
+  collx_prof_set_callback(profiler); /* events per isend/irecv: src/core/profiler.h */
   return shim_init(10, logger);
 }
 
@@ -38,12 +40,12 @@ static ncclResult_t v10_connect(int dev, ncclNetCommConfig_v10_t *config, void *
 
 static ncclResult_t v10_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
                               void *phandle, void **request) {
-  return shim_isend_sized(send_comm, data, size, tag, request);
+  return shim_isend_sized(send_comm, data, size, tag, phandle, request);
 }
 
 static ncclResult_t v10_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
                               void **mhandles, void **phandles, void **request) {
-  return shim_irecv_sized(recv_comm, n, data, sizes, tags, request);
+  return shim_irecv_sized(recv_comm, n, data, sizes, tags, phandles, request);
 }
 
 static ncclResult_t v10_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,

@@ -7,6 +7,7 @@
 
 static ncclResult_t v12_init(void **ctx, uint64_t comm_id, ncclNetCommConfig_v12_t *config,
                              ncclDebugLogger_t logger, ncclProfilerCallback_t profiler) {
+  collx_prof_set_callback(profiler); /* events per isend/irecv: src/core/profiler.h */
   return shim_ctx_init(12, ctx, comm_id, config, logger);
 }
 
@@ -28,12 +29,12 @@ static ncclResult_t v12_get_properties(int dev, ncclNetProperties_v12_t *props) 
 
 static ncclResult_t v12_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
                               void *phandle, void **request) {
-  return shim_isend_sized(send_comm, data, size, tag, request);
+  return shim_isend_sized(send_comm, data, size, tag, phandle, request);
 }
 
 static ncclResult_t v12_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
                               void **mhandles, void **phandles, void **request) {
-  return shim_irecv_sized(recv_comm, n, data, sizes, tags, request);
+  return shim_irecv_sized(recv_comm, n, data, sizes, tags, phandles, request);
 }
 
 static ncclResult_t v12_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,

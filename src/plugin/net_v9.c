@@ -22,12 +22,12 @@ static ncclResult_t v9_get_properties(int dev, ncclNetProperties_v9_t *props) {
 
 static ncclResult_t v9_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
                              void **request) {
-  return shim_isend_sized(send_comm, data, size, tag, request);
+  return shim_isend_sized(send_comm, data, size, tag, NULL, request);
 }
 
 static ncclResult_t v9_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
                              void **mhandles, void **request) {
-  return shim_irecv_sized(recv_comm, n, data, sizes, tags, request);
+  return shim_irecv_sized(recv_comm, n, data, sizes, tags, NULL, request);
 }
 
 static ncclResult_t v9_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,

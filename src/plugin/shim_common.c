@@ -117,18 +117,18 @@ static int size_ok(const char *call, size_t size) {
   return 0;
 }
 
-ncclResult_t shim_isend_sized(void *send_comm, void *data, size_t size, int tag,
+ncclResult_t shim_isend_sized(void *send_comm, void *data, size_t size, int tag, void *phandle,
                               void **request) {
   if (!size_ok("isend", size)) return ncclInvalidArgument;
-  return collx_isend(send_comm, data, size, tag, request);
+  return collx_isend_ph(send_comm, data, size, tag, phandle, request);
 }
 
 ncclResult_t shim_irecv_sized(void *recv_comm, int n, void **data, const size_t *sizes,
-                              int *tags, void **request) {
+                              int *tags, void **phandles, void **request) {
   if (n >= 1 && n <= COLLX_MAX_RECVS && sizes)
     for (int i = 0; i < n; i++)
       if (!size_ok("irecv", sizes[i])) return ncclInvalidArgument;
-  return collx_irecv(recv_comm, n, data, sizes, tags, request);
+  return collx_irecv_ph(recv_comm, n, data, sizes, tags, phandles, request);
 }
 
 ncclResult_t shim_ctx_init(int abi_version, void **ctx, uint64_t comm_id,

@@ -67,11 +67,12 @@ ncclResult_t shim_irecv_int(void *recv_comm, int n, void **data, int *sizes, int
 ncclResult_t shim_iflush(void *recv_comm, int n, void **data, int *sizes, void **request);
 ncclResult_t shim_test(void *request, int *done, int *sizes);
 
-/* size_t sizes (v9 and later isend/irecv), refused above shim_max_bytes(). */
-ncclResult_t shim_isend_sized(void *send_comm, void *data, size_t size, int tag,
+/* size_t sizes (v9 and later isend/irecv), refused above shim_max_bytes();
+ * NCCL's profiler handles from v10 on (NULL before: no events). */
+ncclResult_t shim_isend_sized(void *send_comm, void *data, size_t size, int tag, void *phandle,
                               void **request);
 ncclResult_t shim_irecv_sized(void *recv_comm, int n, void **data, const size_t *sizes,
-                              int *tags, void **request);
+                              int *tags, void **phandles, void **request);
 
 /* v11 and later: per-communicator init, finalize, setNetAttr. */
 ncclResult_t shim_ctx_init(int abi_version, void **ctx, uint64_t comm_id,

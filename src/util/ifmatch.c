@@ -81,3 +81,58 @@ int collx_ifmatch(const char *spec, const char *ifname) {
   if (!nonempty) return 1;
   return exclude ? !hit : hit;
 }
+
+/* Interfaces that do not reach other hosts: the loopback, and what
+ * container runtimes, CNI plugins and VM hosts create.  A prefix ending
+ * in '\0' inside the string means an exact name.  Kept by name because a
+ * kernel-level kind would also catch what must stay usable: a pod's own
+ * eth0 is a veth, and a VM host's real address often sits on a bridge br0. */
+static const struct {
+  const char *name;
+  int exact;
+  const char *why;
+} skip_table[] = {
+    {"lo", 1, "loopback"},
+    {"veth", 0, "container veth"},
+    {"docker", 0, "Docker bridge"},
+    {"br-", 0, "container network bridge"},
+    {"cni", 0, "CNI bridge"},
+    {"cbr0", 1, "CNI bridge"},
+    {"flannel", 0, "CNI (flannel)"},
+    {"cilium", 0, "CNI (cilium)"},
+    {"lxc", 0, "container veth (cilium, LXC)"},
+    {"cali", 0, "CNI (calico)"},
+    {"weave", 0, "CNI (weave)"},
+    {"kube-", 0, "Kubernetes service interface"},
+    {"virbr", 0, "VM bridge (libvirt)"},
+};
+
+const char *collx_if_skip_reason(const char *ifname) {
+  if (!ifname) return NULL;
+  for (size_t i = 0; i < sizeof skip_table / sizeof skip_table[0]; i++) {
+    size_t n = strlen(skip_table[i].name);
+    int hit = skip_table[i].exact ? strcmp(ifname, skip_table[i].name) == 0
+                                  : strncmp(ifname, skip_table[i].name, n) == 0;
+    if (hit) return skip_table[i].why;
+  }
+  return NULL;
+}
+
+int collx_ifspec_names(const char *spec) {
+  if (!spec) return 0;
+  const char *s = skip_space(spec);
+  if (*s == '^') return 0;
+  if (*s == '=') s = skip_space(s + 1);
+  int nonempty;
+  any_entry_matches(s, "", 0, &nonempty);
+  return nonempty;
+}
+
+int collx_if_wanted(const char *spec, const char *ifname, const char **why) {
+  if (why) *why = NULL;
+  if (!collx_ifmatch(spec, ifname)) return 0;
+  const char *reason = collx_if_skip_reason(ifname);
+  if (!reason || collx_ifspec_names(spec)) return 1;
+  if (why) *why = reason;
+  return 0;
+}

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #endif
 #include "case.h"
+#include "prof.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -364,6 +365,7 @@ pid_t hx_spawn(int role, void (*fn)(void *), void *arg) {
     signal(SIGPIPE, SIG_DFL); /* a plugin that lets SIGPIPE through must show it */
     hx_step("starting");
     fn(arg);
+    hx_prof_verdict(); /* the plugin's profiler events, when it was loaded with the recorder */
     g_page->role[role].finished = 1;
     hx_step("exiting (atexit handlers, plugin destructors)");
     exit(g_page->role[role].nfail ? 1 : 0);

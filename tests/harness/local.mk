@@ -7,6 +7,7 @@ noinst_LTLIBRARIES += tests/harness/libcollx-harness.la
 tests_harness_libcollx_harness_la_SOURCES = \
 	tests/harness/harness.h \
 	tests/harness/net.c tests/harness/net.h \
+	tests/harness/prof.c tests/harness/prof.h \
 	tests/harness/case.c tests/harness/case.h \
 	tests/harness/drive.c tests/harness/drive.h \
 	tests/harness/flow.c tests/harness/flow.h \

@@ -149,7 +149,10 @@ int hx_net_open(struct hx_net *n, const char *path, int version, int flags, char
 
 int hx_net_unload(struct hx_net *n) {
   int rc = 0;
-  if (n->ctx && member(n, F_FINALIZE)) ((ncclResult_t(*)(void *))member(n, F_FINALIZE))(n->ctx);
+  if (n->ctx && member(n, F_FINALIZE)) {
+    ((ncclResult_t(*)(void *))member(n, F_FINALIZE))(n->ctx);
+    if (n->prof) n->prof->closed(NULL); /* finalize closed what was left open */
+  }
   if (n->dl) rc = dlclose(n->dl);
   memset(n, 0, sizeof *n);
   return rc;
@@ -166,12 +169,20 @@ typedef ncclResult_t (*init2_fn)(ncclDebugLogger_t, ncclProfilerCallback_t);
 typedef ncclResult_t (*init_ctx_fn)(void **, uint64_t, ncclNetCommConfig_v11_t *, ncclDebugLogger_t,
                                     ncclProfilerCallback_t);
 
+int hx_net_has_profiler(const struct hx_net *n) { return SHAPE(n, HX_INIT_PROF) != 0; }
+
+/* The recorder's hooks only where the version has profiler calls. */
+static const struct hx_net_prof *prof_of(const struct hx_net *n) {
+  return SHAPE(n, HX_PHANDLE) ? n->prof : NULL;
+}
+
 ncclResult_t hx_net_init(struct hx_net *n, ncclDebugLogger_t logger) {
+  ncclProfilerCallback_t cb = prof_of(n) ? prof_of(n)->callback : NULL;
   if (SHAPE(n, HX_CTX)) {
     static ncclNetCommConfig_v11_t config = {NCCL_NET_TRAFFIC_CLASS_UNDEF};
-    return CALL(n, F_INIT, init_ctx_fn, &n->ctx, 0, &config, logger, NULL);
+    return CALL(n, F_INIT, init_ctx_fn, &n->ctx, 0, &config, logger, cb);
   }
-  if (SHAPE(n, HX_INIT_PROF)) return CALL(n, F_INIT, init2_fn, logger, NULL);
+  if (SHAPE(n, HX_INIT_PROF)) return CALL(n, F_INIT, init2_fn, logger, cb);
   return CALL(n, F_INIT, init1_fn, logger);
 }
 
@@ -248,6 +259,13 @@ typedef ncclResult_t (*isend_phandle_fn)(void *, void *, size_t, int, void *, vo
 ncclResult_t hx_net_isend(struct hx_net *n, void *scomm, void *data, int size, int tag, void *mh, void **req) {
   /* A negative int becomes a huge size_t, as it would in NCCL's own conversion. */
   size_t wide = (size_t)(ptrdiff_t)size;
+  const struct hx_net_prof *p = prof_of(n);
+  if (p) {
+    void *ph = p->handle(0, wide);
+    ncclResult_t r = CALL(n, F_ISEND, isend_phandle_fn, scomm, data, wide, tag, mh, ph, req);
+    p->posted(scomm, r == ncclSuccess && req ? *req : NULL, &ph, 1);
+    return r;
+  }
   if (SHAPE(n, HX_PHANDLE)) return CALL(n, F_ISEND, isend_phandle_fn, scomm, data, wide, tag, mh, NULL, req);
   if (SHAPE(n, HX_SIZE_T)) return CALL(n, F_ISEND, isend_size_fn, scomm, data, wide, tag, mh, req);
   return CALL(n, F_ISEND, isend_int_fn, scomm, data, size, tag, mh, req);
@@ -266,7 +284,12 @@ ncclResult_t hx_net_irecv(struct hx_net *n, void *rcomm, int nrecv, void **data,
   for (int i = 0; sizes && i < nrecv && i < MAX_RECVS_WIDE; i++) wide[i] = (size_t)(ptrdiff_t)sizes[i];
   if (SHAPE(n, HX_PHANDLE)) {
     void *ph[MAX_RECVS_WIDE] = {0};
-    return CALL(n, F_IRECV, irecv_phandle_fn, rcomm, nrecv, data, w, tags, mh, ph, req);
+    const struct hx_net_prof *p = prof_of(n);
+    int nh = nrecv > 0 && nrecv <= MAX_RECVS_WIDE ? nrecv : 0;
+    for (int i = 0; p && i < nh; i++) ph[i] = p->handle(1, w ? w[i] : 0);
+    ncclResult_t r = CALL(n, F_IRECV, irecv_phandle_fn, rcomm, nrecv, data, w, tags, mh, ph, req);
+    if (p) p->posted(rcomm, r == ncclSuccess && req ? *req : NULL, ph, nh);
+    return r;
   }
   return CALL(n, F_IRECV, irecv_size_fn, rcomm, nrecv, data, w, tags, mh, req);
 }
@@ -277,14 +300,20 @@ ncclResult_t hx_net_iflush(struct hx_net *n, void *rcomm, int nrecv, void **data
 }
 
 ncclResult_t hx_net_test(struct hx_net *n, void *req, int *done, int *sizes) {
-  return CALL(n, F_TEST, ncclResult_t(*)(void *, int *, int *), req, done, sizes);
+  ncclResult_t r = CALL(n, F_TEST, ncclResult_t(*)(void *, int *, int *), req, done, sizes);
+  if (prof_of(n) && done) prof_of(n)->tested(req, *done, r);
+  return r;
 }
 
 ncclResult_t hx_net_closeSend(struct hx_net *n, void *scomm) {
-  return CALL(n, F_CLOSESEND, ncclResult_t(*)(void *), scomm);
+  ncclResult_t r = CALL(n, F_CLOSESEND, ncclResult_t(*)(void *), scomm);
+  if (prof_of(n) && r == ncclSuccess) prof_of(n)->closed(scomm);
+  return r;
 }
 ncclResult_t hx_net_closeRecv(struct hx_net *n, void *rcomm) {
-  return CALL(n, F_CLOSERECV, ncclResult_t(*)(void *), rcomm);
+  ncclResult_t r = CALL(n, F_CLOSERECV, ncclResult_t(*)(void *), rcomm);
+  if (prof_of(n) && r == ncclSuccess) prof_of(n)->closed(rcomm);
+  return r;
 }
 ncclResult_t hx_net_closeListen(struct hx_net *n, void *lcomm) {
   return CALL(n, F_CLOSELISTEN, ncclResult_t(*)(void *), lcomm);

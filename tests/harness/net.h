@@ -33,13 +33,27 @@ struct hx_props {
 
 struct hx_net_version;
 
+/* Hooks of a recorder of the plugin's profiler events (tests/harness/
+ * prof.c); a table without them passes no callback and NULL handles. */
+struct hx_net_prof {
+  ncclProfilerCallback_t callback;
+  void *(*handle)(int op, size_t len);  /* for one message about to be posted */
+  void (*posted)(void *comm, void *req, void *const *handles, int n); /* req NULL: not posted */
+  void (*tested)(void *req, int done, ncclResult_t res);
+  void (*closed)(void *comm); /* NULL: every comm (finalize) */
+};
+
 struct hx_net {
   const struct hx_net_version *version;
   void *dl;
   const void *table;
   const char *name; /* the table's name member */
   void *ctx;        /* versions whose calls take a context */
+  const struct hx_net_prof *prof; /* set before init; used only by versions with profiler calls */
 };
+
+/* Whether the version's init takes a profiler callback (v10 on). */
+int hx_net_has_profiler(const struct hx_net *n);
 
 /* Versions the harness can drive, newest last; returns how many. */
 int hx_net_versions(int *out, int max);

@@ -20,6 +20,7 @@ set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/netbed.sh"
 perf=${COLLX_PERF:-./collx-perf}
+info=${COLLX_INFO:-./collx-info}
 
 netbed_test_start "$perf"
 
@@ -133,6 +134,7 @@ flap() { # nic: down now, up 3 s later; sets b_nic/b_other when the client uses 
   local waited=0
   until rejoin_line "$1" >/dev/null || [ $waited -ge 50 ]; do sleep 0.1; waited=$((waited + 1)); done
   rejoin_after=$(awk -v w=$waited 'BEGIN {printf "%.1f", w / 10}')
+  "$info" --stats all --json >"$tmp/back$1.stats" 2>&1 # what a user sees now (/dev/shm is shared)
   b_nic=$(netbed_bytes "$bed" 1 "$1" tx) b_other=$(netbed_bytes "$bed" 1 $((1 - $1)) tx)
 }
 for nic in $back_nics; do
@@ -142,6 +144,13 @@ for nic in $back_nics; do
   [ $crc -ne 0 ] || [ $src -ne 0 ] && show "back$nic"
   check $(rejoin_line "$nic" >/dev/null && echo 0 || echo 1) \
     "eth$nic down for 3 s and back: the client's sender uses it again ${rejoin_after}s after the link is up"
+  counted=$(python3 -c '
+import json, sys
+procs = json.load(open(sys.argv[1]))
+print(sum(1 for p in procs for c in p["conns"] if c["role"] == "send" and c["paths_lost"] >= 1 and c["paths_rejoined"] >= 1))
+' "$tmp/back$nic.stats" 2>/dev/null)
+  check $([ "${counted:-0}" -ge 1 ] && echo 0 || echo 1) \
+    "eth$nic down for 3 s and back: collx-info --stats shows a send connection with a path lost and rejoined (${counted:-0})"
   again=$(($(netbed_bytes "$bed" 1 "$nic" tx) - b_nic)) other=$(($(netbed_bytes "$bed" 1 $((1 - nic)) tx) - b_other))
   check $([ "$again" -gt $((1 << 20)) ] && [ "$again" -ge $((other / 4)) ] && echo 0 || echo 1) \
     "eth$nic down for 3 s and back: from then on it carries its part ($again B, eth$((1 - nic)) $other B)"

@@ -75,8 +75,8 @@ tests_unit_test_vdevice_LDADD = libcollx-core.la
 # test_vdevice_live.sh: makeVDevice through the plugin's v12 / v11 tables on
 # nine veths in a network namespace (root; skipped otherwise).
 check_PROGRAMS += tests/unit/test_vdevice_live
-TESTS += tests/unit/test_vdevice_live.sh
-EXTRA_DIST += tests/unit/test_vdevice_live.sh
+TESTS += tests/unit/test_vdevice_live.sh tests/unit/test_ifskip_live.sh
+EXTRA_DIST += tests/unit/test_vdevice_live.sh tests/unit/test_ifskip_live.sh
 tests_unit_test_vdevice_live_SOURCES = tests/unit/test_vdevice_live.c
 tests_unit_test_vdevice_live_LDADD = -ldl
 
@@ -134,3 +134,12 @@ check_PROGRAMS += tests/unit/test_lost_notice
 TESTS += tests/unit/test_lost_notice
 tests_unit_test_lost_notice_SOURCES = tests/unit/test_lost_notice.c
 tests_unit_test_lost_notice_LDADD = libcollx-tcp.la
+
+# test_stats: the live counters' page in /dev/shm (made, read back,
+# removed; a planted link not followed; a killed process's page swept).
+# test_stats_live.sh: collx-perf mid-transfer read by collx-info --stats.
+check_PROGRAMS += tests/unit/test_stats
+TESTS += tests/unit/test_stats tests/unit/test_stats_live.sh
+EXTRA_DIST += tests/unit/test_stats_live.sh
+tests_unit_test_stats_SOURCES = tests/unit/test_stats.c
+tests_unit_test_stats_LDADD = libcollx-util.la

@@ -67,9 +67,10 @@ if [ -n "$found" ]; then
   fail=1
 fi
 
-# Planted: the control channel declared below the base it calls, and the
-# send role chained after the receive role (a sibling it must not reach).
-sed 's/^base: base$/base: ctrl/; s/^ctrl: ctrl$/ctrl: base/' "$floors" > "$tmp/planted1"
+# Planted: the control channel declared on the floor of the pure modules,
+# below the base it calls, and the receive role's reader chained after the
+# send role (siblings it must not reach).
+sed 's/^\(pure: .*\)/\1 ctrl/; s/^ctrl: ctrl$/ctrl:/' "$floors" > "$tmp/planted1"
 case "$(violations "$tmp/planted1")" in
   *"ctrl -> base: tcp_comm_fail"*) ;;
   *) echo "FAIL: the control channel put below the base was not caught"; fail=1 ;;

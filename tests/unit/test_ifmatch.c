@@ -4,6 +4,7 @@
  * Prints one line per failed check; exits non-zero if any failed.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "util/ifmatch.h"
 
@@ -123,6 +124,76 @@ static void test_whitespace(void) {
   YES("=eth0 : 1234", "eth0");
 }
 
+/* A host as a Kubernetes node or a VM host shows it: what getifaddrs would
+ * list, and which of them the selection keeps under a given spec. */
+static const char *const fake_host[] = {
+    "lo",      "eth0",        "ens5",    "br0",         "veth1a2b3c", "cni0",
+    "cbr0",    "flannel.1",   "cilium_host", "lxc8f1e", "cali12ab",   "weave",
+    "docker0", "br-0a1b2c3d", "virbr0",  "kube-ipvs0",  "vethwe-bridge",
+};
+#define NFAKE (sizeof fake_host / sizeof fake_host[0])
+
+/* The names of fake_host that pass `spec`, comma-joined, in list order. */
+static void chosen_of(const char *spec, char *out, size_t len) {
+  out[0] = '\0';
+  for (size_t i = 0; i < NFAKE; i++) {
+    if (!collx_if_wanted(spec, fake_host[i], NULL)) continue;
+    size_t used = strlen(out);
+    snprintf(out + used, len - used, "%s%s", used ? "," : "", fake_host[i]);
+  }
+}
+
+static void check_chosen(const char *spec, const char *want, int line) {
+  char got[512];
+  chosen_of(spec, got, sizeof got);
+  if (strcmp(got, want) != 0) {
+    printf("FAIL line %d: spec %s%s%s chose \"%s\", want \"%s\"\n", line, spec ? "\"" : "",
+           spec ? spec : "NULL", spec ? "\"" : "", got, want);
+    failures++;
+  }
+}
+#define CHOSEN(spec, want) check_chosen((spec), (want), __LINE__)
+
+static void test_fake_host(void) {
+  /* No spec: only interfaces that reach other hosts; a plain bridge br0
+   * (a VM host's address) stays, docker's br-<id> does not. */
+  CHOSEN(NULL, "eth0,ens5,br0");
+  CHOSEN("", "eth0,ens5,br0");
+  /* An exclusion names nothing to use: the skipped stay skipped. */
+  CHOSEN("^eth0", "ens5,br0");
+  CHOSEN("^=lo", "eth0,ens5,br0");
+  /* Named, they are used, by prefix or exactly. */
+  CHOSEN("veth", "veth1a2b3c,vethwe-bridge");
+  CHOSEN("=cni0", "cni0");
+  CHOSEN("=lo", "lo");
+  CHOSEN("lo", "lo");
+  CHOSEN("eth0,cali", "eth0,cali12ab");
+  CHOSEN("br", "br0,br-0a1b2c3d");
+  CHOSEN("=docker0,virbr0", "docker0,virbr0");
+  /* Each skipped one says why, the others nothing. */
+  for (size_t i = 0; i < NFAKE; i++) {
+    const char *why = NULL;
+    int used = collx_if_wanted(NULL, fake_host[i], &why);
+    int plain = !strcmp(fake_host[i], "eth0") || !strcmp(fake_host[i], "ens5") ||
+                !strcmp(fake_host[i], "br0");
+    if (used != plain || (!used && (!why || !why[0])) || (used && why)) {
+      printf("FAIL: %s: used %d, reason %s\n", fake_host[i], used, why ? why : "(none)");
+      failures++;
+    }
+  }
+  const char *why = NULL;
+  if (collx_if_wanted("eth", "veth0", &why) || why) {
+    printf("FAIL: veth0 under spec \"eth\": not matching is no skip reason (got %s)\n",
+           why ? why : "none");
+    failures++;
+  }
+  if (!collx_if_skip_reason("veth0") || strcmp(collx_if_skip_reason("lo"), "loopback") ||
+      collx_if_skip_reason("lo0") || collx_if_skip_reason("eth0")) {
+    printf("FAIL: collx_if_skip_reason classes\n");
+    failures++;
+  }
+}
+
 int main(void) {
   test_prefix();
   test_exclude();
@@ -132,6 +203,7 @@ int main(void) {
   test_port_suffix();
   test_empty();
   test_whitespace();
+  test_fake_host();
   if (failures) {
     printf("test_ifmatch: %d check(s) failed\n", failures);
     return 1;

@@ -31,6 +31,7 @@
 #include "ctrl.h"
 #include "engine.h"
 #include "sock.h"
+#include "stats.h"
 #include "tcp.h"
 #include "util/list.h"
 #include "wire.h"
@@ -74,6 +75,7 @@ struct tcp_stream {
   struct engine_source src; /* its place in the progress pool (progress_engine.c) */
   int loop;                 /* the pool's thread it is on */
   struct sock_stall stall;  /* failover: the watchdog's record (sock_stalled) */
+  _Atomic uint64_t chunks;  /* a send stream's chunks written whole (close-time log, live counters) */
 };
 
 /* What differs by role, filled by send.c and recv.c, so that the shared
@@ -204,6 +206,7 @@ struct tcp_comm_base {
   struct {
     uint64_t messages, bytes;
   } stats;
+  struct tcp_stats *live_stats; /* its slot of the stats page (stats.c); NULL: none */
 };
 
 /* Threads of the transport alive now (the pool's and the watchdog). */

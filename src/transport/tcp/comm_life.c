@@ -101,6 +101,7 @@ int tcp_comms_open(int dev) { return atomic_load(comms_open_of(dev)); }
 /* Hand the streams to the progress driver (unless the caller drives them)
  * and the comm to the watchdog.  0, or -1: the caller closes the comm. */
 static int comm_start(struct tcp_comm_base *c) {
+  tcp_stats_open(c); /* before any other thread can see the comm */
   atomic_fetch_add(comms_open_of(c->dev), 1);
   c->counted = 1;
   if (!tcp_caller_progress()) {
@@ -121,6 +122,7 @@ static void comm_stop(struct tcp_comm_base *c) {
   /* Nothing waits on the peer: detach waits out a pass in progress only. */
   if (c->driven) tcp_progress->detach(c);
   c->driven = 0;
+  tcp_stats_close(c);
   streams_close(c);
   tcp_ctrl_close(&c->ctrl);
   tcp_failover_free(c);

@@ -104,6 +104,7 @@ unsigned tcp_path_lose(struct tcp_comm_base *c, int i, const char *why) {
   COLLX_WARN("%s connection with %s on device %s: lost the path %s (%s); its traffic moves to the other "
              "NICs of the device%s", c->role->name, c->peer, c->devname, tcp_path_name(c, i), why, again);
   tcp_path_lost_ctrl(c, i % c->npaths, why);
+  tcp_stats_path_lost(c);
   return path & ~before;
 }
 

@@ -488,6 +488,7 @@ static ncclResult_t recv_complete(struct tcp_recv_comm *c, struct tcp_recv_req *
     for (int i = 0; i < r->n; i++) sizes[i] = (size_t)atomic_load(&r->e[i].total);
   c->base.stats.messages++;
   for (int i = 0; i < r->n; i++) c->base.stats.bytes += (uint64_t)atomic_load(&r->e[i].total);
+  tcp_stats_mirror(&c->base);
   req_release(c, r);
   if (res != ncclSuccess) return res;
   *done = 1;

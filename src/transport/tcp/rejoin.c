@@ -327,6 +327,7 @@ void tcp_rejoin_swap(struct tcp_comm_base *c, unsigned mask) {
     pthread_mutex_unlock(&s->lock);
     if (c->driven) tcp_progress->stream_attach(c, i);
   }
+  if (mask) tcp_stats_path_rejoined(c);
   if (mask)
     COLLX_INFO(COLLX_LOG_NET, "%s connection with %s on device %s: the path %s is back in use (streams 0x%x)", c->role->name,
                c->peer, c->devname, tcp_path_name(c, __builtin_ctz(mask)), mask);

@@ -224,6 +224,7 @@ static void chunks_take_back(struct tcp_send_comm *c) {
   }
   COLLX_INFO(COLLX_LOG_NET, "send connection to %s on device %s: the receiver has let go of streams 0x%x; "
              "%u chunks of them go out again", c->base.peer, c->base.devname, mask, n);
+  tcp_stats_resent(&c->base, n);
   if (!tcp_caller_progress()) tcp_progress->kick(&c->base);
 }
 
@@ -314,7 +315,7 @@ static enum sock_io write_chunk(struct tcp_stream *s, struct tcp_send_stream *t)
   if (io != SOCK_IO_DONE) return io;
   atomic_fetch_add_explicit(&t->req->chunks_done, 1, memory_order_release);
   t->req = NULL;
-  atomic_fetch_add_explicit(&t->chunks, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&s->chunks, 1, memory_order_relaxed);
   atomic_store(&t->busy, 0);
   return SOCK_IO_DONE;
 }
@@ -620,6 +621,7 @@ ncclResult_t tcp_isend(struct tcp_send_comm *c, void *data, size_t size, int tag
   c->send_stats.waiting = 0;
   c->base.stats.messages++;
   c->base.stats.bytes += size;
+  tcp_stats_mirror(&c->base);
   *out = &r->base;
   if (eager)
     eager_post(c, r, tag, claim > 0);
@@ -683,7 +685,7 @@ static void log_stats(const struct tcp_send_comm *c) {
   size_t at = 0;
   for (int i = 0; i < c->base.nstreams && at < sizeof per_stream; i++)
     at += (size_t)snprintf(per_stream + at, sizeof per_stream - at, "%s%llu", i ? "/" : "",
-                           (unsigned long long)atomic_load_explicit(&c->tx[i].chunks, memory_order_relaxed));
+                           (unsigned long long)atomic_load_explicit(&c->base.streams[i].chunks, memory_order_relaxed));
   COLLX_INFO(COLLX_LOG_NET, "send connection to %s on device %s closed: %llu messages, %llu bytes; %llu sends "
              "found the receiver not ready at their first isend (%llu isend calls without a request); "
              "%llu eager, %llu of them before their CTS; %llu CTS_WANTED; chunks per stream %s",

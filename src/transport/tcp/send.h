@@ -57,7 +57,6 @@ struct tcp_send_stream {
   size_t hb_done;
   int hb_active;
   atomic_int busy;            /* a chunk is being written (read by the other streams) */
-  _Atomic uint64_t chunks;    /* written whole, for the close-time log (read while the pool runs) */
   /* Failover: chunks of unconfirmed sends, oldest first, from `log_head`
    * (s->lock); the last may be the one being written. */
   struct tcp_sent_chunk *log;

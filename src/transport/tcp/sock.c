@@ -1,4 +1,5 @@
 #include "sock.h"
+#include "tcpinfo.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -211,32 +212,8 @@ enum sock_io sock_recv_once(int fd, void *buf, size_t len, size_t *done) {
   }
 }
 
-/* The kernel's struct tcp_info (uapi linux/tcp.h) as far as the peer's
- * window: glibc's copy stops before the fields this needs, and the kernel
- * fills what it has (the length it returns says how much). */
-struct kernel_tcp_info {
-  uint8_t state, ca_state, retransmits, probes, backoff, options, wscale, flags;
-  uint32_t rto, ato, snd_mss, rcv_mss;
-  uint32_t unacked, sacked, lost, retrans, fackets;
-  uint32_t last_data_sent, last_ack_sent, last_data_recv, last_ack_recv;
-  uint32_t pmtu, rcv_ssthresh, rtt, rttvar, snd_ssthresh, snd_cwnd, advmss, reordering;
-  uint32_t rcv_rtt, rcv_space, total_retrans;
-  uint64_t pacing_rate, max_pacing_rate, bytes_acked, bytes_received;
-  uint32_t segs_out, segs_in, notsent_bytes, min_rtt, data_segs_in, data_segs_out;
-  uint64_t delivery_rate, busy_time, rwnd_limited, sndbuf_limited;
-  uint32_t delivered, delivered_ce;
-  uint64_t bytes_sent, bytes_retrans;
-  uint32_t dsack_dups, reord_seen, rcv_ooopack, snd_wnd;
-};
-_Static_assert(offsetof(struct kernel_tcp_info, unacked) == 24, "tcp_info layout");
-_Static_assert(offsetof(struct kernel_tcp_info, last_ack_recv) == 56, "tcp_info layout");
-_Static_assert(offsetof(struct kernel_tcp_info, bytes_acked) == 120, "tcp_info layout");
-_Static_assert(offsetof(struct kernel_tcp_info, notsent_bytes) == 144, "tcp_info layout");
-_Static_assert(offsetof(struct kernel_tcp_info, snd_wnd) == 228, "tcp_info layout");
-_Static_assert(sizeof(struct kernel_tcp_info) == 232, "tcp_info layout");
-
 int sock_stalled(int fd, struct sock_stall *st, double now, int ms) {
-  struct kernel_tcp_info ti;
+  struct tcp_kernel_info ti;
   socklen_t len = sizeof ti;
   memset(&ti, 0, sizeof ti);
   if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return 0;

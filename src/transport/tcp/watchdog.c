@@ -53,6 +53,7 @@ static void watch_one(struct tcp_comm_base *c, double now) {
   c->role->watch(c, now);
   c->role->drain(c);
   if (c->failover) tcp_ctrl_watch(&c->ctrl, now);
+  tcp_stats_sample(c, now);
   double silent = now - atomic_load(&c->last_heard);
   /* A peer that closed its control socket has said goodbye: what is left
    * is judged by what it can still deliver (recv.c). */
