@@ -27,19 +27,8 @@ set -u
 builddir=$PWD
 make_cmd=${MAKE:-make}
 
-passed=0 failed=0 skipped=0
-ok() { echo "ok: $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
-skip() { echo "skip: $*"; skipped=$((skipped + 1)); }
-check() { # check DESCRIPTION COMMAND...
-  local what=$1; shift
-  if "$@"; then ok "$what"; else fail "$what"; fi
-}
-finish() {
-  echo "$passed passed, $failed failed, $skipped skipped"
-  [ "$failed" -eq 0 ]
-  exit $?
-}
+# ok, fail, skip, check, finish
+. "$(dirname "$0")/check_lib.sh"
 
 # ---- What is installed here ------------------------------------------------
 lmod_init=
@@ -117,7 +106,7 @@ done
 
 # --enable-nccl-net-symlink: libnccl-net.so -> libnccl-net-collx.so, or no
 # libnccl-net.so at all without it (the default).
-if ./config.status --config | grep -Eq "'--enable-nccl-net-symlink(=yes)?'"; then
+if grep -qx 'COLLX_NCCL_NET_SYMLINK_TRUE = ' Makefile; then
   check "--enable-nccl-net-symlink: lib/libnccl-net.so links to libnccl-net-collx.so" \
     test "$(readlink "$prefix/lib/libnccl-net.so")" = libnccl-net-collx.so
 else
