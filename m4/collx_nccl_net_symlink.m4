@@ -14,4 +14,6 @@ AC_DEFUN([COLLX_NCCL_NET_SYMLINK], [
   AS_CASE([$enable_nccl_net_symlink], [yes|no], [],
     [AC_MSG_ERROR([--enable-nccl-net-symlink takes yes or no, not '$enable_nccl_net_symlink'])])
   AM_CONDITIONAL([COLLX_NCCL_NET_SYMLINK], [test "x$enable_nccl_net_symlink" = xyes])
+  dnl In the Makefile too, where tests/deploy/test_install.sh reads it.
+  AC_SUBST([enable_nccl_net_symlink])
 ])

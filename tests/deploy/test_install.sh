@@ -106,7 +106,7 @@ done
 
 # --enable-nccl-net-symlink: libnccl-net.so -> libnccl-net-collx.so, or no
 # libnccl-net.so at all without it (the default).
-if grep -qx 'COLLX_NCCL_NET_SYMLINK_TRUE = ' Makefile; then
+if grep -qx 'enable_nccl_net_symlink = yes' Makefile; then
   check "--enable-nccl-net-symlink: lib/libnccl-net.so links to libnccl-net-collx.so" \
     test "$(readlink "$prefix/lib/libnccl-net.so")" = libnccl-net-collx.so
 else
