@@ -69,6 +69,8 @@ logs=$work/logs
 
 # copy_tree DIR: the files git knows (committed or not), as .ci/sanitizers.sh copies them.
 copy_tree() {
+  git -C "$top" rev-parse --is-inside-work-tree >/dev/null 2>&1 ||
+    { echo "packages: $top is not a git checkout: the stage copies the files git knows" >&2; return 1; }
   mkdir -p "$1"
   (cd "$top" && git ls-files -z --cached --others --exclude-standard |
      tar --null --ignore-failed-read -T - -cf - 2>/dev/null) | tar -xf - -C "$1"
