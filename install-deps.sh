@@ -3,8 +3,10 @@
 # that the README's commands work on a bare Debian or Ubuntu machine:
 #   ./install-deps.sh         build needs (compiler, autotools, hwloc)
 #   ./install-deps.sh test    also what `make test` uses (network namespaces,
-#                             nftables, Lmod, verbs headers)
-#   ./install-deps.sh ci      also the sanitizer, valgrind and fuzz stages
+#                             nftables, Lmod)
+#   ./install-deps.sh ci      also the sanitizer, valgrind and fuzz stages and
+#                             the packages stage (.ci/packages.sh: dpkg-dev,
+#                             debhelper, lintian, rpm)
 # Installs nothing when everything is present.  Needs root (or sudo) only
 # when something is missing; otherwise names what to install and fails.
 set -eu
@@ -13,8 +15,8 @@ build="build-essential autoconf automake libtool pkg-config libhwloc-dev hwloc l
 # libhwloc-plugins: hwloc's full XML reader (libxml2), which the plugin loads
 # through hwloc's add-ons; without it hwloc's minimal parser refuses exports
 # with comments (tests/topo/test_rtld_local).
-test_pkgs="$build iproute2 procps nftables lmod libibverbs-dev python3"
-ci_pkgs="$test_pkgs clang libclang-rt-14-dev valgrind"
+test_pkgs="$build iproute2 procps nftables lmod python3"
+ci_pkgs="$test_pkgs clang libclang-rt-14-dev valgrind dpkg-dev debhelper lintian rpm"
 
 case "${1:-build}" in
   build) want=$build ;;

@@ -1,13 +1,18 @@
+# COLLX_DEBUG_OPTION
+# --enable-debug: -O0 -g3, appended to CFLAGS before AC_PROG_CC runs (so it
+# also keeps AC_PROG_CC's default "-g -O2" out): on the compile line
+# CFLAGS come last, so the flags had no effect from COLLX_CFLAGS.
+AC_DEFUN([COLLX_DEBUG_OPTION], [
+  AC_ARG_ENABLE([debug], [AS_HELP_STRING([--enable-debug], [build with -O0 -g3 (after any CFLAGS given)])])
+  AS_IF([test "x$enable_debug" = xyes], [CFLAGS="${CFLAGS:+$CFLAGS }-O0 -g3"])
+])
+
 # COLLX_COMPILER_OPTIONS
-# --enable-debug, --enable-asan, --enable-ubsan, --enable-tsan, --enable-werror.
+# --enable-asan, --enable-ubsan, --enable-tsan, --enable-werror.
 # Results land in COLLX_CFLAGS / COLLX_LDFLAGS so that user CFLAGS stay theirs.
 AC_DEFUN([COLLX_COMPILER_OPTIONS], [
   COLLX_CFLAGS="-Wall -Wextra -Wshadow -Wno-unused-parameter -fvisibility=hidden"
   COLLX_LDFLAGS=
-  AC_ARG_ENABLE([debug], [AS_HELP_STRING([--enable-debug], [build with -O0 -g3 and internal assertions])])
-  AS_IF([test "x$enable_debug" = xyes],
-        [COLLX_CFLAGS="$COLLX_CFLAGS -O0 -g3"; AC_DEFINE([COLLX_DEBUG_BUILD], [1], [Debug build])],
-        [AC_DEFINE([NDEBUG], [1], [Release build: no assert()])])
   AC_ARG_ENABLE([asan], [AS_HELP_STRING([--enable-asan], [build with AddressSanitizer])])
   AS_IF([test "x$enable_asan" = xyes],
         [COLLX_CFLAGS="$COLLX_CFLAGS -fsanitize=address -fno-omit-frame-pointer"

@@ -20,7 +20,14 @@ collx_subst = sed \
 	-e 's|@bindir[@]|$(bindir)|g' \
 	-e 's|@includedir[@]|$(includedir)|g' \
 	-e 's|@datadir[@]|$(datadir)|g' \
-	-e 's|@docdir[@]|$(docdir)|g'
+	-e 's|@docdir[@]|$(docdir)|g' \
+	-e "$$(case '$(libdir)' in $(collx_loader_dirs)) echo '/^prepend[-_]path[ (].\{0,1\}\(LD_LIBRARY\|PKG_CONFIG\)_PATH/d' ;; esac)" \
+	-e "$$(case '$(bindir)' in /bin|/usr/bin) echo '/^prepend[-_]path[ (].\{0,1\}PATH\b/d' ;; esac)"
+# Installed into a directory the dynamic loader (and pkg-config) searches
+# anyway, as the deb and rpm packages do, the module files leave
+# LD_LIBRARY_PATH and PKG_CONFIG_PATH alone (and PATH for /usr/bin): putting
+# /usr/lib/... ahead of a job's own library path would reorder its search.
+collx_loader_dirs = /lib|/lib64|/usr/lib|/usr/lib64|/lib/*-linux-gnu|/usr/lib/*-linux-gnu
 
 # Rewritten only when a path or the version changed, so that an unchanged
 # configuration rebuilds nothing.

@@ -6,4 +6,4 @@ check_PROGRAMS += tests/deploy/test_abi_versions
 tests_deploy_test_abi_versions_SOURCES = tests/deploy/test_abi_versions.c
 tests_deploy_test_abi_versions_LDADD = -ldl
 TESTS += tests/deploy/test_abi_versions tests/deploy/test_install.sh tests/deploy/test_params_doc.sh
-EXTRA_DIST += tests/deploy/test_install.sh tests/deploy/test_params_doc.sh tests/deploy/params_block.sh
+EXTRA_DIST += tests/deploy/check_lib.sh tests/deploy/test_install.sh tests/deploy/test_params_doc.sh tests/deploy/params_block.sh

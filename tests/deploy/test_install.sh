@@ -6,7 +6,8 @@
 #     under STAGE, the generated files name /opt/collx/VERSION and never
 #     STAGE, no template placeholder is left; `make uninstall` empties STAGE.
 #  2. `make install prefix=TMP/opt/collx/VERSION`: the layout (library, tools,
-#     header, pkg-config file, module files, docs); pkg-config's libdir.
+#     header, pkg-config file, module files, docs, and libnccl-net.so exactly
+#     when configured with --enable-nccl-net-symlink); pkg-config's libdir.
 #  3. `module use TMP/.../share/modulefiles; module load collx` through Lmod
 #     (the .lua file), through Lmod again with only the Tcl file, and through
 #     Environment Modules' modulecmd.tcl (the Tcl file) where it is
@@ -26,19 +27,8 @@ set -u
 builddir=$PWD
 make_cmd=${MAKE:-make}
 
-passed=0 failed=0 skipped=0
-ok() { echo "ok: $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
-skip() { echo "skip: $*"; skipped=$((skipped + 1)); }
-check() { # check DESCRIPTION COMMAND...
-  local what=$1; shift
-  if "$@"; then ok "$what"; else fail "$what"; fi
-}
-finish() {
-  echo "$passed passed, $failed failed, $skipped skipped"
-  [ "$failed" -eq 0 ]
-  exit $?
-}
+# ok, fail, skip, check, finish
+. "$(dirname "$0")/check_lib.sh"
 
 # ---- What is installed here ------------------------------------------------
 lmod_init=
@@ -90,7 +80,7 @@ if submake install DESTDIR="$stage" prefix="$sprefix" > "$tmp/stage-install.log"
   check "no @placeholder@ and no \${prefix}/\${exec_prefix} left in generated files" \
     eval '! grep -E "@[a-zA-Z_]+@|[$][{](exec_)?prefix[}]/" "${gen[@]}"'
   if submake uninstall DESTDIR="$stage" prefix="$sprefix" > "$tmp/stage-uninstall.log" 2>&1; then
-    check "make uninstall DESTDIR=STAGE leaves no file" test -z "$(find "$stage" -type f)"
+    check "make uninstall DESTDIR=STAGE leaves no file" test -z "$(find "$stage" -type f -o -type l)"
   else
     fail "make uninstall DESTDIR=STAGE (log follows)"; sed 's/^/  /' "$tmp/stage-uninstall.log"
   fi
@@ -113,6 +103,16 @@ for f in lib/libnccl-net-collx.so bin/collx-info bin/collx-perf include/collx/ne
          share/doc/collx/params.md share/doc/collx/troubleshooting.md; do
   check "installed $f" test -e "$prefix/$f"
 done
+
+# --enable-nccl-net-symlink: libnccl-net.so -> libnccl-net-collx.so, or no
+# libnccl-net.so at all without it (the default).
+if grep -qx 'enable_nccl_net_symlink = yes' Makefile; then
+  check "--enable-nccl-net-symlink: lib/libnccl-net.so links to libnccl-net-collx.so" \
+    test "$(readlink "$prefix/lib/libnccl-net.so")" = libnccl-net-collx.so
+else
+  check "no lib/libnccl-net.so without --enable-nccl-net-symlink" \
+    test ! -e "$prefix/lib/libnccl-net.so" -a ! -L "$prefix/lib/libnccl-net.so"
+fi
 
 if command -v pkg-config > /dev/null 2>&1; then
   pc_libdir=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --variable=libdir collx 2>&1)
@@ -231,7 +231,7 @@ fi
 
 # ---- 4. Uninstall --------------------------------------------------------------
 if submake uninstall prefix="$prefix" DESTDIR= > "$tmp/uninstall.log" 2>&1; then
-  left=$(find "$prefix" -type f 2>/dev/null)
+  left=$(find "$prefix" -type f -o -type l 2>/dev/null)
   check "make uninstall prefix=... leaves no file${left:+ (left: $left)}" test -z "$left"
 else
   fail "make uninstall prefix=$prefix (log follows)"; sed 's/^/  /' "$tmp/uninstall.log"

@@ -570,7 +570,8 @@ int hx_run_case(const struct hx_case *c) {
 static void usage(FILE *f, const char *argv0, const struct hx_program *prog) {
   fprintf(f,
           "usage: %s [-v] [--list] [--case NAME[,NAME...]]... [--abi N] [PLUGIN.so]\n"
-          "  PLUGIN.so  default: $COLLX_PLUGIN, else ./.libs/libnccl-net-collx.so\n"
+          "  PLUGIN.so  default: $COLLX_PLUGIN, else ./.libs/libnccl-net-collx.so;\n"
+          "             a name without a slash is looked up as dlopen does\n"
           "  --list     print the cases and exit\n"
           "  --case     run only the named case(s)\n"
           "  --abi N    drive the plugin through its ncclNet_vN table (default %d)\n"
@@ -629,7 +630,9 @@ int hx_prepare(const char *argv0, const struct hx_program *prog) {
   const char *sd = prog->seed_env ? getenv(prog->seed_env) : NULL;
   if (sd && *sd) hx_seed = strtoull(sd, NULL, 0);
   hx_call_limit_s = prog->call_limit_s;
-  if (access(hx_plugin_path, R_OK) != 0) {
+  /* A bare name (libnccl-net-collx.so) is left to dlopen's search, as NCCL
+   * leaves it: the loader path, its cache, the system directories. */
+  if (strchr(hx_plugin_path, '/') && access(hx_plugin_path, R_OK) != 0) {
     fprintf(stderr, "%s: plugin %s: %s (build it first, or pass its path)\n", argv0, hx_plugin_path,
             strerror(errno));
     return -1;
