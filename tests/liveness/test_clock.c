@@ -14,7 +14,9 @@
 
 #include "lv.h"
 
-static volatile long realtime_skew_s;
+/* Read by any thread of the plugin that asks the wall clock (the live
+ * counters' watchdog sample among them). */
+static _Atomic long realtime_skew_s;
 
 int clock_gettime(clockid_t clk, struct timespec *ts) {
   long rc = syscall(SYS_clock_gettime, clk, ts);

@@ -30,6 +30,7 @@ int tcp_ctrl_init(struct tcp_ctrl *k, struct tcp_comm_base *comm, const struct t
   k->ops = ops;
   k->fd[0] = fd;
   k->fd[1] = spare_fd;
+  k->spare = spare_fd >= 0;
   atomic_store(&k->live, spare_fd >= 0 ? 3 : 1);
   k->rd_other_dead = spare_fd < 0;
   k->rd_last = tcp_now();
@@ -280,7 +281,7 @@ static enum sock_io recv_from(int fd, void *buf, size_t len, size_t *done, int o
 }
 
 enum sock_io tcp_ctrl_recv(struct tcp_ctrl *k, void *buf, size_t len, size_t *done, int once) {
-  if (k->fd[1] < 0) return recv_from(k->fd[0], buf, len, done, once);
+  if (!k->spare) return recv_from(k->fd[0], buf, len, done, once);
   if (atomic_exchange(&k->rd_switch, 0) && !is_live(k, k->rd)) reader_switch(k);
   int fd = k->fd[k->rd];
   if (k->rd_skip) {
@@ -366,7 +367,7 @@ static int reader_behind(struct tcp_ctrl *k, double now) {
 }
 
 void tcp_ctrl_watch(struct tcp_ctrl *k, double now) {
-  if (k->fd[1] < 0) return;
+  if (!k->spare) return;
   char why[64];
   snprintf(why, sizeof why, "no acknowledgement for %d ms", tcp_cfg.failover_ms);
   for (int w = 0; w < 2; w++)
@@ -394,7 +395,7 @@ static int write_resume(struct tcp_ctrl *k, int fd) {
 }
 
 int tcp_ctrl_rejoin(struct tcp_ctrl *k, int which, int fd) {
-  if (k->fd[1] < 0 || is_live(k, which)) return -1;
+  if (!k->spare || is_live(k, which)) return -1;
   if (tcp_ctrl_trylock(k) != 0) return 0;
   /* Between messages only, so that the socket starts on a boundary. */
   if (tcp_ctrl_flush(k) != 0 || k->tx_dead || pthread_mutex_trylock(&k->rx_lock) != 0) {

@@ -97,6 +97,7 @@ struct tcp_ctrl {
   struct tcp_comm_base *comm;     /* for failure, names and liveness */
   const struct tcp_ctrl_ops *ops;
   int fd[2];                      /* the first, and the spare (-1: none) */
+  int spare;                      /* made with a spare (fixed: fd[1] changes when it comes back) */
   atomic_int live;                /* sockets written: bit 0 the first, bit 1 the spare */
 
   /* The writer (tx_lock) */
@@ -180,7 +181,7 @@ void tcp_ctrl_lose(struct tcp_ctrl *k, int which, const char *why);
  * given up; the reader moves to the spare when the one it reads has gone
  * quiet while the spare brings more. */
 void tcp_ctrl_watch(struct tcp_ctrl *k, double now);
-static inline int tcp_ctrl_has_spare(const struct tcp_ctrl *k) { return k->fd[1] >= 0; }
+static inline int tcp_ctrl_has_spare(const struct tcp_ctrl *k) { return k->spare; }
 /* Whether socket `which` is written (not given up). */
 int tcp_ctrl_live(const struct tcp_ctrl *k, int which);
 /* Put `fd`, a new socket of the given-up slot `which` (its path came
