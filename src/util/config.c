@@ -29,6 +29,7 @@ void collx_config_load(struct collx_config *cfg) {
   cfg->eager_size = (size_t)collx_param_int(COLLX_P_EAGER_SIZE);
   cfg->spin_us = (int)collx_param_int(COLLX_P_SPIN_US);
   cfg->inline_recv = collx_param_int(COLLX_P_INLINE_RECV) != 0;
+  cfg->ctrl_peek = collx_param_int(COLLX_P_CTRL_PEEK) != 0;
   cfg->progress_setting = collx_param_str(COLLX_P_PROGRESS);
   cfg->progress = progress_resolve(cfg->progress_setting);
   cfg->timeout_s = (int)collx_param_int(COLLX_P_TIMEOUT);

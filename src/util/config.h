@@ -27,6 +27,7 @@ struct collx_config {
   size_t eager_size;            /* COLLX_EAGER_SIZE */
   int spin_us;                  /* COLLX_SPIN_US */
   int inline_recv;              /* COLLX_INLINE_RECV */
+  int ctrl_peek;                /* COLLX_CTRL_PEEK */
   enum collx_progress progress; /* COLLX_PROGRESS, auto resolved */
   const char *progress_setting; /* COLLX_PROGRESS as given ("auto" by default) */
   int timeout_s;                /* COLLX_TIMEOUT: silent peer declared dead (0: never) */

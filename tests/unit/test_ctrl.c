@@ -3,8 +3,8 @@
  * socket pairs: the order of records and items on both sockets, partial
  * writes, the switch to the spare at the same byte, the reader dropping
  * the other copy, a writer that dies with records queued, heartbeats,
- * what is owed going out at unlock, and an end of stream between or
- * inside messages.
+ * what is owed going out at unlock, an end of stream between or inside
+ * messages, and reads that peek (COLLX_CTRL_PEEK).
  *
  * Partial writes and write errors come from a sendmsg of this program's
  * own, which the library's socket helpers call instead of the C
@@ -579,21 +579,70 @@ static void test_slot_waits_for_a_boundary(void) {
   bed_close(&b);
 }
 
+/* COLLX_CTRL_PEEK: a socket found empty is read next with a peek; the
+ * bytes stay queued (no acknowledgement yet) until the next read consumes
+ * them, and no record is seen twice. */
+static void test_peeked_until_the_next_read(void) {
+  role_reset();
+  struct bed b = bed_open(&receiver_ops, 0);
+  tcp_ctrl_drain(b.k);
+  CHECK(b.k->rd_awaited && role.nseen == 0, "an empty socket is awaited");
+  peer_send_records(&b, 0, 0, 1);
+  drain_until(&b, 1);
+  int rec = (int)sizeof(struct wire_ctrl);
+  CHECK(role.nseen == 1 && unread(b.k->fd[0]) == rec, "the record is parsed and still queued (%d bytes)",
+        unread(b.k->fd[0]));
+  tcp_ctrl_drain(b.k);
+  CHECK(role.nseen == 1 && unread(b.k->fd[0]) == 0, "the next read consumes it, nothing seen twice (%d, %d)",
+        role.nseen, unread(b.k->fd[0]));
+  peer_send_records(&b, 0, 1, 3);
+  drain_until(&b, 3);
+  tcp_ctrl_drain(b.k);
+  CHECK(seen_in_order(3) && unread(b.k->fd[0]) == 0, "records 0..2 each once (%d seen)", role.nseen);
+  CHECK(!tcp_comm_failed(b.comm), "no failure");
+  bed_close(&b);
+}
+
+/* The socket read is given up with peeked bytes in it: the spare goes on
+ * after them. */
+static void test_switch_after_a_peek(void) {
+  role_reset();
+  struct bed b = bed_open(&receiver_ops, 1);
+  tcp_ctrl_drain(b.k);
+  peer_send_records(&b, 0, 0, 10);
+  peer_send_records(&b, 1, 0, 10);
+  drain_until(&b, 10);
+  CHECK(role.nseen == 10 && b.k->rd_peeked == 10 * sizeof(struct wire_ctrl), "10 records peeked (%zu bytes)",
+        b.k->rd_peeked);
+  tcp_ctrl_lose(b.k, 0, "test: path lost");
+  peer_send_records(&b, 1, 10, 20);
+  drain_until(&b, 20);
+  CHECK(seen_in_order(20) && b.k->rd == 1, "records 0..19 each once across the switch (%d seen)", role.nseen);
+  CHECK(!tcp_comm_failed(b.comm), "no failure with the spare left");
+  bed_close(&b);
+}
+
 int main(void) {
   for (int fd = 0; fd < SHIM_FDS; fd++) shim_reset(fd);
   tcp_cfg.failover_ms = 2000;
-  test_order_on_both_sockets();
-  test_partial_writes();
-  test_switch_at_the_same_byte();
-  test_switch_on_end_of_stream();
-  test_other_copy_dropped();
-  test_dead_writer_with_records_queued(&receiver_ops);
-  test_dead_writer_with_records_queued(&sender_ops);
-  test_heartbeats();
-  test_owed_at_unlock();
-  test_end_of_stream();
-  test_slot_comes_back();
-  test_slot_waits_for_a_boundary();
+  /* Every case with plain reads, then with COLLX_CTRL_PEEK's. */
+  for (int peek = 0; peek < 2; peek++) {
+    tcp_cfg.ctrl_peek = peek;
+    test_order_on_both_sockets();
+    test_partial_writes();
+    test_switch_at_the_same_byte();
+    test_switch_on_end_of_stream();
+    test_other_copy_dropped();
+    test_dead_writer_with_records_queued(&receiver_ops);
+    test_dead_writer_with_records_queued(&sender_ops);
+    test_heartbeats();
+    test_owed_at_unlock();
+    test_end_of_stream();
+    test_slot_comes_back();
+    test_slot_waits_for_a_boundary();
+  }
+  test_peeked_until_the_next_read();
+  test_switch_after_a_peek();
   printf("test_ctrl: %d checks, %d failed\n", checks, failures);
   return failures != 0;
 }

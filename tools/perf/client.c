@@ -40,7 +40,7 @@ static void lat_round(struct peer *p, int tr, size_t size, uint64_t n, uint64_t 
   if (tr == TR_PLUGIN)
     plugin_lat(p, size, n, rtt);
   else
-    tcp_lat(p, size, n, rtt);
+    tcp_lat(p, size, n, tr == TR_TCP_SPLIT, rtt);
   uint64_t r[2];
   wrecv(p->bfd, r, 2, "waiting for the server");
 }
@@ -146,7 +146,7 @@ int client_main(const char *host, int port, pid_t server_pid) {
 
   size_t sizes[MAX_SIZES];
   int nsizes = build_sizes(sizes);
-  int nruns = o.compare ? 2 : 1;
+  int nruns = !o.compare ? 1 : o.test == TEST_LAT ? 3 : 2;
   double secs = o.seconds;
   if (secs <= 0) {
     secs = 12.0 / (nsizes * nruns);
@@ -204,16 +204,20 @@ int client_main(const char *host, int port, pid_t server_pid) {
     emit(p, " Sizes           : %s .. %s, %d sizes\n", fmt_size(sizes[0], b1, sizeof b1),
          fmt_size(sizes[nsizes - 1], b2, sizeof b2), nsizes);
   if (o.compare)
-    emit(p, " Baseline        : plain TCP, one socket per direction, TCP_NODELAY, same processes%s\n",
+    emit(p, " Baseline        : %s, TCP_NODELAY, same processes%s\n",
+         o.test == TEST_LAT ? "plain TCP on one socket (ping and pong), then on a socket each way"
+                            : "plain TCP, one socket per direction",
          o.test == TEST_LAT ? "; receives busy-poll" : "");
   if (o.check) emit(p, " Data check      : every received message (plugin runs)\n");
   emit(p, " Units           : GB/s = 1e9 bytes/s; latency = half round trip in usec\n");
   emit(p, "%s", rule);
 
   struct bwres bw[2][MAX_SIZES];
-  struct latres lat[2][MAX_SIZES];
+  struct latres lat[3][MAX_SIZES];
   for (int tr = 0; tr < nruns; tr++) {
-    emit(p, " %s\n", tr == TR_PLUGIN ? "collx (through the plugin)" : "plain TCP (baseline)");
+    emit(p, " %s\n", tr == TR_PLUGIN ? "collx (through the plugin)"
+                     : tr == TR_TCP  ? "plain TCP (baseline)"
+                                     : "plain TCP, a socket each way (the shape of a send and a receive comm)");
     if (o.test == TEST_BW && o.bidir)
       emit(p, " %10s %12s %12s %12s %12s %15s\n", "#bytes", "#iterations", "c->s[GB/s]",
            "s->c[GB/s]", "sum[GB/s]", "MsgRate[Mpps]");
@@ -247,8 +251,8 @@ int client_main(const char *host, int port, pid_t server_pid) {
     if (o.test == TEST_BW)
       emit(p, " %10s %12s %12s %10s\n", "#bytes", "collx[GB/s]", "tcp[GB/s]", "ratio");
     else
-      emit(p, " %10s %12s %12s %10s\n", "#bytes", "collx[us]", "tcp[us]", "ratio");
-    double last = 0;
+      emit(p, " %10s %12s %12s %10s %12s %10s\n", "#bytes", "collx[us]", "tcp[us]", "ratio", "tcp2[us]", "ratio2");
+    double last = 0, last2 = 0;
     for (int i = 0; i < nsizes; i++) {
       double a, b;
       if (o.test == TEST_BW) {
@@ -259,15 +263,21 @@ int client_main(const char *host, int port, pid_t server_pid) {
         b = lat[1][i].med;
       }
       last = b > 0 ? a / b : 0;
-      emit(p, " %10zu %12.3f %12.3f %10.2f\n", sizes[i], a, b, last);
+      if (o.test == TEST_BW) {
+        emit(p, " %10zu %12.3f %12.3f %10.2f\n", sizes[i], a, b, last);
+        continue;
+      }
+      double split = lat[TR_TCP_SPLIT][i].med;
+      last2 = split > 0 ? a / split : 0;
+      emit(p, " %10zu %12.3f %12.3f %10.2f %12.3f %10.2f\n", sizes[i], a, b, last, split, last2);
     }
     emit(p, "%s", rule);
     if (o.test == TEST_BW)
       emit(p, "ratio collx/tcp: bw %.2f  lat -     (%zu B%s; bw above 1: collx faster)\n", last,
            sizes[nsizes - 1], o.bidir ? ", bidirectional sum" : "");
     else
-      emit(p, "ratio collx/tcp: bw -  lat %.2f     (%zu B median; lat above 1: collx slower)\n",
-           last, sizes[nsizes - 1]);
+      emit(p, "ratio collx/tcp: bw -  lat %.2f     (%zu B median; lat above 1: collx slower; a socket each way: %.2f)\n",
+           last, sizes[nsizes - 1], last2);
   }
 
   uint64_t end[CMD_WORDS] = {CMD_END, 0, 0, 0, 0, 0};

@@ -252,21 +252,26 @@ uint64_t tcp_bw(struct peer *p, size_t size, uint64_t n, int do_send, int do_rec
   return do_send ? a.t_end - t0 : 0;
 }
 
-/* ---- baseline TCP latency: ping-pong on one socket, TCP_NODELAY, polled - */
-void tcp_lat(struct peer *p, size_t size, uint64_t n, uint64_t *rtt) {
-  set_phase("measuring TCP latency, %zu B, %" PRIu64 " round trips", size, n);
+/* ---- baseline TCP latency: ping-pong, TCP_NODELAY, polled ---------------- */
+/* On one socket (the pong carries the ping's acknowledgement), or split:
+ * ping on the client's tfd_out, pong on its tfd_in. */
+void tcp_lat(struct peer *p, size_t size, uint64_t n, int split, uint64_t *rtt) {
+  set_phase("measuring TCP latency (%s), %zu B, %" PRIu64 " round trips", split ? "a socket each way" : "one socket",
+            size, n);
   bs_barrier(p);
   if (p->is_client) {
+    int back = split ? p->tfd_in : p->tfd_out;
     for (uint64_t i = 0; i < n; i++) {
       uint64_t t0 = now_ns();
       bsend_all(p->tfd_out, p->sbuf, size);
-      precv_all(p->tfd_out, p->rbuf, size);
+      precv_all(back, p->rbuf, size);
       rtt[i] = now_ns() - t0;
     }
   } else {
+    int back = split ? p->tfd_out : p->tfd_in;
     for (uint64_t i = 0; i < n; i++) {
       precv_all(p->tfd_in, p->rbuf, size);
-      bsend_all(p->tfd_in, p->sbuf, size);
+      bsend_all(back, p->sbuf, size);
     }
   }
 }

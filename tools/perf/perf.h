@@ -76,7 +76,10 @@
 
 enum { MODE_NONE, MODE_SERVER, MODE_CLIENT, MODE_SELF, MODE_RANKS, MODE_COMMS };
 enum { TEST_BW = 0, TEST_LAT = 1 };
-enum { TR_PLUGIN = 0, TR_TCP = 1 };
+/* TR_TCP_SPLIT (latency only): the ping on one socket and the pong on the
+ * other, the shape of a plugin's send and receive comms, so that each
+ * message's acknowledgement travels alone instead of riding on the reply. */
+enum { TR_PLUGIN = 0, TR_TCP = 1, TR_TCP_SPLIT = 2 };
 
 /* ========================================================================
  * Options
@@ -207,7 +210,7 @@ int req_done(void *req, long expect, const char *what);
 uint64_t plugin_bw(struct peer *p, size_t size, uint64_t n, int do_send, int do_recv);
 void plugin_lat(struct peer *p, size_t size, uint64_t n, uint64_t *rtt);
 uint64_t tcp_bw(struct peer *p, size_t size, uint64_t n, int do_send, int do_recv);
-void tcp_lat(struct peer *p, size_t size, uint64_t n, uint64_t *rtt);
+void tcp_lat(struct peer *p, size_t size, uint64_t n, int split, uint64_t *rtt);
 void peer_setup(struct peer *p, size_t max_size);
 void peer_teardown(struct peer *p);
 int server_main(int lfd, int quiet);

@@ -95,14 +95,14 @@ int server_main(int lfd, int quiet) {
     size_t size = (size_t)c[3];
     uint64_t n = c[4];
     if (size < 1 || size > cfg[3] || n < 1) die("bootstrap: bad run request");
-    if (tr == TR_TCP && !p->want_tcp) die("bootstrap: baseline run without baseline sockets");
+    if (tr != TR_PLUGIN && !p->want_tcp) die("bootstrap: baseline run without baseline sockets");
     uint64_t r[2] = {0, 0};
     if (test == TEST_BW)
       r[1] = tr == TR_PLUGIN ? plugin_bw(p, size, n, bidir, 1) : tcp_bw(p, size, n, bidir, 1);
     else if (tr == TR_PLUGIN)
       plugin_lat(p, size, n, NULL);
     else
-      tcp_lat(p, size, n, NULL);
+      tcp_lat(p, size, n, tr == TR_TCP_SPLIT, NULL);
     wsend(p->bfd, r, 2, "reporting to the client");
   }
   peer_teardown(p);

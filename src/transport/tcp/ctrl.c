@@ -210,6 +210,16 @@ void tcp_ctrl_wait_writable(struct tcp_ctrl *k, int ms) {
 
 /* ---- the reader ------------------------------------------------------------- */
 
+/* Why a peek.  A read that empties a socket after a small segment makes the
+ * kernel acknowledge it right then, inside that recv, and on loopback or
+ * veth the ACK's trip through the peer's TCP stack runs on the reading
+ * thread: 2-4 us before the caller learns that its message is in
+ * (bench/NOTES.md 37).  So a socket awaited (empty at its last read) is
+ * read with MSG_PEEK, which leaves the bytes queued and sends nothing, and
+ * they are consumed at the next read of that socket, once the caller has
+ * acted on them (COLLX_CTRL_PEEK).  rd_pos counts peeked bytes as read: a
+ * switch to the spare abandons the socket, peeked bytes and all. */
+
 /* Drop up to `len` bytes of socket fd, counted into *pos; TCP discards
  * them without copying (MSG_TRUNC).  -1 when it has failed or ended. */
 static int drop_bytes(int fd, uint64_t len, uint64_t *pos) {
@@ -241,6 +251,8 @@ static void reader_switch(struct tcp_ctrl *k) {
   }
   k->rd = !k->rd;
   k->rd_skip = k->rd_pos - k->rd_other_pos;
+  k->rd_peeked = 0;
+  k->rd_awaited = 0;
   k->rd_other_dead = 1; /* the one given up is not read again */
   k->rd_last = tcp_now();
   COLLX_INFO(COLLX_LOG_NET, "%s connection with %s on device %s: reading control socket %d from byte %llu on",
@@ -276,12 +288,24 @@ static void other_drain(struct tcp_ctrl *k, int any_lag) {
   if (drop_bytes(k->fd[!k->rd], k->rd_pos - k->rd_other_pos, &k->rd_other_pos) != 0) k->rd_other_dead = 1;
 }
 
-static enum sock_io recv_from(int fd, void *buf, size_t len, size_t *done, int once) {
-  return once ? sock_recv_once(fd, buf, len, done) : sock_recv_some(fd, buf, len, done);
+/* Read socket fd, the one read: first consume what the last read only
+ * peeked at; then peek (one call) or read. */
+static enum sock_io recv_from(struct tcp_ctrl *k, int fd, void *buf, size_t len, size_t *done, int once, int peek) {
+  if (k->rd_peeked) {
+    uint64_t gone = 0;
+    int rc = drop_bytes(fd, k->rd_peeked, &gone);
+    k->rd_peeked -= (size_t)gone;
+    if (rc != 0 || k->rd_peeked) return SOCK_IO_ERROR; /* they were queued: only a failure keeps them */
+  }
+  if (!peek) return once ? sock_recv_once(fd, buf, len, done) : sock_recv_some(fd, buf, len, done);
+  size_t before = *done;
+  enum sock_io io = sock_peek_once(fd, buf, len, done);
+  k->rd_peeked = *done - before;
+  return io;
 }
 
-enum sock_io tcp_ctrl_recv(struct tcp_ctrl *k, void *buf, size_t len, size_t *done, int once) {
-  if (!k->spare) return recv_from(k->fd[0], buf, len, done, once);
+static enum sock_io ctrl_read(struct tcp_ctrl *k, void *buf, size_t len, size_t *done, int once, int peek) {
+  if (!k->spare) return recv_from(k, k->fd[0], buf, len, done, once, peek);
   if (atomic_exchange(&k->rd_switch, 0) && !is_live(k, k->rd)) reader_switch(k);
   int fd = k->fd[k->rd];
   if (k->rd_skip) {
@@ -292,7 +316,7 @@ enum sock_io tcp_ctrl_recv(struct tcp_ctrl *k, void *buf, size_t len, size_t *do
     if (k->rd_skip) return SOCK_IO_AGAIN;
   }
   size_t before = *done;
-  enum sock_io io = recv_from(fd, buf, len, done, once);
+  enum sock_io io = recv_from(k, fd, buf, len, done, once, peek);
   k->rd_pos += *done - before;
   if (*done > before) k->rd_last = tcp_now();
   if ((io == SOCK_IO_ERROR || io == SOCK_IO_EOF) && !k->rd_other_dead && *done == before) {
@@ -300,10 +324,14 @@ enum sock_io tcp_ctrl_recv(struct tcp_ctrl *k, void *buf, size_t len, size_t *do
     tcp_ctrl_lose(k, k->rd, tcp_io_reason(io));
     atomic_store(&k->rd_switch, 0);
     reader_switch(k);
-    return tcp_ctrl_recv(k, buf, len, done, once);
+    return ctrl_read(k, buf, len, done, once, peek);
   }
   other_drain(k, 0);
   return io;
+}
+
+enum sock_io tcp_ctrl_recv(struct tcp_ctrl *k, void *buf, size_t len, size_t *done, int once) {
+  return ctrl_read(k, buf, len, done, once, 0);
 }
 
 /* How a read that brought nothing ended: the end of the stream between
@@ -336,7 +364,8 @@ static void read_and_parse(struct tcp_ctrl *k) {
     k->rx_done -= k->rx_pos;
     k->rx_pos = 0;
     size_t before = k->rx_done;
-    enum sock_io io = tcp_ctrl_recv(k, k->rx, sizeof k->rx, &k->rx_done, 1);
+    enum sock_io io = ctrl_read(k, k->rx, sizeof k->rx, &k->rx_done, 1, tcp_cfg.ctrl_peek && k->rd_awaited);
+    k->rd_awaited = io == SOCK_IO_AGAIN && k->rx_done == before;
     if (k->rx_done > before) {
       tcp_comm_heard(k->comm);
       dry = k->rx_done < sizeof k->rx; /* a short read: nothing more for now */
@@ -361,7 +390,7 @@ void tcp_ctrl_drain(struct tcp_ctrl *k) {
 static int reader_behind(struct tcp_ctrl *k, double now) {
   if (k->rd_other_dead || now - k->rd_last < tcp_cfg.failover_ms * 1e-3) return 0;
   int here = 0, there = 0;
-  if (ioctl(k->fd[k->rd], FIONREAD, &here) != 0 || here > 0) return 0;
+  if (ioctl(k->fd[k->rd], FIONREAD, &here) != 0 || here < 0 || (size_t)here > k->rd_peeked) return 0;
   if (ioctl(k->fd[!k->rd], FIONREAD, &there) != 0) return 0;
   return k->rd_other_pos + (uint64_t)there > k->rd_pos;
 }

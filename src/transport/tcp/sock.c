@@ -198,9 +198,9 @@ enum sock_io sock_recv_some(int fd, void *buf, size_t len, size_t *done) {
   return SOCK_IO_DONE;
 }
 
-enum sock_io sock_recv_once(int fd, void *buf, size_t len, size_t *done) {
+static enum sock_io recv_once_flags(int fd, void *buf, size_t len, size_t *done, int flags) {
   for (;;) {
-    ssize_t n = recv(fd, (char *)buf + *done, len - *done, MSG_DONTWAIT);
+    ssize_t n = recv(fd, (char *)buf + *done, len - *done, MSG_DONTWAIT | flags);
     if (n > 0) {
       *done += (size_t)n;
       return SOCK_IO_DONE;
@@ -210,6 +210,14 @@ enum sock_io sock_recv_once(int fd, void *buf, size_t len, size_t *done) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) return SOCK_IO_AGAIN;
     return SOCK_IO_ERROR;
   }
+}
+
+enum sock_io sock_recv_once(int fd, void *buf, size_t len, size_t *done) {
+  return recv_once_flags(fd, buf, len, done, 0);
+}
+
+enum sock_io sock_peek_once(int fd, void *buf, size_t len, size_t *done) {
+  return recv_once_flags(fd, buf, len, done, MSG_PEEK);
 }
 
 int sock_stalled(int fd, struct sock_stall *st, double now, int ms) {

@@ -58,6 +58,8 @@ enum sock_io sock_send_two(int fd, const void *hdr, size_t hlen, const void *pay
  * read says the socket is dry, so the caller need not ask again only to
  * hear EAGAIN). */
 enum sock_io sock_recv_once(int fd, void *buf, size_t len, size_t *done);
+/* sock_recv_once, but the bytes stay queued in the socket (MSG_PEEK). */
+enum sock_io sock_peek_once(int fd, void *buf, size_t len, size_t *done);
 
 /* Latency and buffer options for data sockets. */
 void sock_tune(int fd);
