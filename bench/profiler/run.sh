@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # collx's network events in NCCL's example profiler: build the example
-# profiler (plugins/profiler/example) from an NCCL source tarball, run
+# profiler (plugins/profiler/example; ext-profiler/example before NCCL 2.30)
+# from an NCCL source tarball, run
 # all_reduce_perf over collx with it loaded (bench/nccl-tests.sh: 2 ranks
 # sharing one GPU, each its own host, traffic over loopback), and keep the
 # trace with an excerpt of the proxy steps that carry collx's NET_SOCK events.
@@ -48,13 +49,17 @@ mkdir -p "$RESULTS_DIR" "$BUILD_ROOT" || exit 2
 # 1. The example profiler, from the NCCL sources (its Makefile includes
 #    NCCL's makefiles/common.mk, so the whole tree is unpacked).
 src=$BUILD_ROOT/nccl-src
-if [ ! -f "$src/plugins/profiler/example/Makefile" ]; then
-  rm -rf "$src" && mkdir -p "$src" && tar -xzf "$NCCL_SRC_TARBALL" -C "$src" --strip-components=1 || exit 1
-fi
-echo "# building the example profiler in $src/plugins/profiler/example"
-make -C "$src/plugins/profiler/example" CUDA_HOME="$CUDA_HOME" >"$RESULTS_DIR/profiler-build.log" 2>&1 || {
+rm -rf "$src" && mkdir -p "$src" && tar -xzf "$NCCL_SRC_TARBALL" -C "$src" --strip-components=1 || exit 1
+# NCCL 2.30 keeps it in plugins/profiler/example, 2.28 in ext-profiler/example.
+ex_dir=
+for d in plugins/profiler/example ext-profiler/example; do
+  [ -f "$src/$d/Makefile" ] && { ex_dir=$src/$d; break; }
+done
+[ -n "$ex_dir" ] || { echo "run.sh: no example profiler in $NCCL_SRC_TARBALL (plugins/profiler/example or ext-profiler/example)" >&2; exit 1; }
+echo "# building the example profiler in $ex_dir"
+make -C "$ex_dir" CUDA_HOME="$CUDA_HOME" >"$RESULTS_DIR/profiler-build.log" 2>&1 || {
   tail -20 "$RESULTS_DIR/profiler-build.log"; exit 1; }
-PROFILER_SO=$src/plugins/profiler/example/libnccl-profiler-example.so
+PROFILER_SO=$ex_dir/libnccl-profiler-example.so
 [ -f "$PROFILER_SO" ] || { echo "run.sh: $PROFILER_SO was not built" >&2; exit 1; }
 
 # 2. all_reduce_perf over collx with the profiler loaded.
