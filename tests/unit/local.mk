@@ -128,6 +128,13 @@ TESTS += tests/unit/test_ctrl
 tests_unit_test_ctrl_SOURCES = tests/unit/test_ctrl.c
 tests_unit_test_ctrl_LDADD = libcollx-tcp.la -ldl
 
+# test_cts_backlog: irecv never waits for room on a full control socket;
+# the CTS records it could not queue go out later, in order.
+check_PROGRAMS += tests/unit/test_cts_backlog
+TESTS += tests/unit/test_cts_backlog
+tests_unit_test_cts_backlog_SOURCES = tests/unit/test_cts_backlog.c
+tests_unit_test_cts_backlog_LDADD = libcollx-tcp.la
+
 # test_lost_notice: a LOST notice whose stream fails under the watchdog's
 # heartbeat goes back to be written on another stream.
 check_PROGRAMS += tests/unit/test_lost_notice

@@ -543,6 +543,8 @@ static void recv_release(struct tcp_comm_base *b) {
     collx_topo_free_local(c->rx[i].stage);
     c->rx[i].stage = NULL;
   }
+  free(c->cts_backlog);
+  c->cts_backlog = NULL;
   for (int i = 0; i < COLLX_MAX_REQUESTS; i++) {
     for (int k = 0; k < COLLX_MAX_RECVS; k++) chunk_track_free(&c->reqs[i].e[k].track);
     c->reqs[i].base.magic = TCP_MAGIC_DEAD;

@@ -89,7 +89,11 @@ struct tcp_recv_comm {
   unsigned lost_ack;
   unsigned rejoin_offer;      /* paths whose listener's port the sender is owed (REJOIN) */
   unsigned rejoined;          /* streams back in place (REJOINED) */
-  atomic_int owed;            /* any of the above owed */
+  atomic_int owed;            /* any of the above owed, or CTS records in the backlog */
+  /* CTS records the channel had no room for, oldest first, written as
+   * room comes (the role's fill); allocated at first use.  Writer held. */
+  struct wire_ctrl *cts_backlog;
+  int cts_backlog_head, cts_backlog_len;
   atomic_uint rejoin_wanted;  /* paths given up, to listen on (the watchdog, recv_rejoin) */
   struct tcp_recv_req reqs[COLLX_MAX_REQUESTS];
 };

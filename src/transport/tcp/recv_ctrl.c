@@ -23,6 +23,7 @@
  * bulk transfer waits behind a message that waits for its receive.
  */
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "recv.h"
@@ -33,8 +34,12 @@
  * receive buffer instead of through the staging buffer. */
 #define EAGER_DIRECT_MIN 4096
 /* How long a CTS waits for room on a full control socket before looking
- * at the comm's error again (the watchdog's tick). */
+ * at the comm's error again (the watchdog's tick): only once the backlog
+ * is full too. */
 #define CTS_ROOM_WAIT_MS 200
+/* CTS records kept back for room: as many receives as can be in flight by
+ * sequence number. */
+#define TCP_CTS_BACKLOG TCP_SEQ_SLOTS
 
 static struct tcp_recv_comm *recv_comm_of(struct tcp_comm_base *b) { return (struct tcp_recv_comm *)b; }
 static struct tcp_recv_comm *ctrl_owner(struct tcp_ctrl *k) { return recv_comm_of(k->comm); }
@@ -43,10 +48,13 @@ static struct tcp_recv_comm *ctrl_owner(struct tcp_ctrl *k) { return recv_comm_o
 
 static int owed(struct tcp_ctrl *k) { return atomic_load(&ctrl_owner(k)->owed); }
 
+static void backlog_to_channel(struct tcp_recv_comm *c);
+
 /* Turn what is owed into records, as far as there is room (the channel's
  * fill; the writer is held). */
 static void queue_owed(struct tcp_ctrl *k) {
   struct tcp_recv_comm *c = ctrl_owner(k);
+  backlog_to_channel(c);
   pthread_mutex_lock(&c->done_lock);
   if (c->lost_ack) {
     struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_LOST_ACK, .n = 1};
@@ -74,7 +82,7 @@ static void queue_owed(struct tcp_ctrl *k) {
     if (tcp_ctrl_queue(k, &m) != 0) break;
     c->done_len -= n;
   }
-  atomic_store(&c->owed, c->done_len > 0 || c->lost_ack || c->rejoin_offer || c->rejoined);
+  atomic_store(&c->owed, c->done_len > 0 || c->lost_ack || c->rejoin_offer || c->rejoined || c->cts_backlog_len > 0);
   pthread_mutex_unlock(&c->done_lock);
 }
 
@@ -114,9 +122,10 @@ void tcp_recv_truncated(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx
 /* Whether CTS records go out now or are held back (writer held). */
 static int cts_due(struct tcp_recv_comm *c) { return match_hold_due(&c->hold, tcp_ctrl_held(&c->base.ctrl)); }
 
-/* Queue a record, waiting for room when records fill the buffer: far more
- * CTS records than receives can be outstanding sit unread, so the peer is
- * not reading (the watchdog judges it).  Writer held. */
+/* Queue a record, waiting for room when records fill the buffer and the
+ * backlog too: far more CTS records than receives can be outstanding sit
+ * unwritten, so the peer has not read for a long while (the watchdog
+ * judges it).  Writer held. */
 static void queue_waiting_for_room(struct tcp_recv_comm *c, const struct wire_ctrl *m) {
   struct tcp_ctrl *k = &c->base.ctrl;
   while (!tcp_ctrl_writer_dead(k) && tcp_ctrl_queue(k, m) != 0) {
@@ -126,13 +135,47 @@ static void queue_waiting_for_room(struct tcp_recv_comm *c, const struct wire_ct
   }
 }
 
+/* Move backlogged CTS records into the channel, oldest first, while it
+ * has room.  Writer held. */
+static void backlog_to_channel(struct tcp_recv_comm *c) {
+  while (c->cts_backlog_len > 0 && tcp_ctrl_queue(&c->base.ctrl, &c->cts_backlog[c->cts_backlog_head]) == 0) {
+    c->cts_backlog_head = (c->cts_backlog_head + 1) % TCP_CTS_BACKLOG;
+    c->cts_backlog_len--;
+  }
+}
+
+/* Keep m for later: 0, or -1 when the backlog is full or cannot be had. */
+static int backlog_push(struct tcp_recv_comm *c, const struct wire_ctrl *m) {
+  if (!c->cts_backlog) c->cts_backlog = calloc(TCP_CTS_BACKLOG, sizeof *c->cts_backlog);
+  if (!c->cts_backlog || c->cts_backlog_len == TCP_CTS_BACKLOG) return -1;
+  c->cts_backlog[(c->cts_backlog_head + c->cts_backlog_len) % TCP_CTS_BACKLOG] = *m;
+  c->cts_backlog_len++;
+  atomic_store(&c->owed, 1);
+  return 0;
+}
+
+/* Queue a CTS record behind those still waiting for room.  A full channel
+ * (a socket that takes nothing: a lossy path under a spare, a peer that
+ * stopped reading) keeps it in the backlog, so that irecv returns at once
+ * (NCCL's proxy thread serves every comm of the rank).  Writer held. */
+static void queue_cts(struct tcp_recv_comm *c, const struct wire_ctrl *m) {
+  struct tcp_ctrl *k = &c->base.ctrl;
+  backlog_to_channel(c);
+  if (!c->cts_backlog_len && tcp_ctrl_queue(k, m) == 0) return;
+  tcp_ctrl_flush(k);
+  backlog_to_channel(c);
+  if (!c->cts_backlog_len && tcp_ctrl_queue(k, m) == 0) return;
+  if (backlog_push(c, m) == 0) return;
+  queue_waiting_for_room(c, m);
+}
+
 int tcp_recv_send_cts(struct tcp_recv_comm *c, const struct tcp_recv_req *r) {
   struct tcp_ctrl *k = &c->base.ctrl;
   struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_CTS, .n = (uint8_t)r->n, .seq = r->base.seq};
   for (int i = 0; i < r->n; i++)
     m.e[i] = (struct wire_cts_entry){.tag = r->match.tag[i], .size = r->e[i].cap};
   tcp_ctrl_lock(k);
-  queue_waiting_for_room(c, &m);
+  queue_cts(c, &m);
   /* A CTS_WANTED whose reader could not take this lock is served here. */
   int due = cts_due(c) || match_hold_take_wanted(&c->hold);
   match_hold_spend(&c->hold);
