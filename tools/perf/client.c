@@ -283,6 +283,7 @@ int client_main(const char *host, int port, pid_t server_pid) {
   uint64_t end[CMD_WORDS] = {CMD_END, 0, 0, 0, 0, 0};
   wsend(p->bfd, end, CMD_WORDS, "ending the test");
   peer_teardown(p);
+  calls_report();
   uint64_t bye[2];
   wrecv(p->bfd, bye, 2, "waiting for the server to finish");
   close(p->bfd);

@@ -222,9 +222,14 @@ int comms_main(void);
 
 /* Every plugin call goes through this: a failure names the call, the result
  * and what the tool was doing. */
+/* Each plugin call is timed (call_timed; calls_report prints the longest). */
+void call_timed(const char *name, uint64_t ns);
+void calls_report(void);
 #define NETCALL(name, call)                                                                   \
   do {                                                                                        \
+    uint64_t t0_ = now_ns();                                                                  \
     ncclResult_t r_ = (call);                                                                 \
+    call_timed(name, now_ns() - t0_);                                                         \
     if (r_ != ncclSuccess)                                                                    \
       die("plugin %s() failed: %s (%d) while %s", name, hx_result_str(r_), (int)r_, g_phase); \
   } while (0)

@@ -106,6 +106,7 @@ int server_main(int lfd, int quiet) {
     wsend(p->bfd, r, 2, "reporting to the client");
   }
   peer_teardown(p);
+  if (!quiet) calls_report();
   uint64_t bye[2] = {0, 0};
   wsend(p->bfd, bye, 2, "saying goodbye");
   close(p->bfd);

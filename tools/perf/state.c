@@ -23,6 +23,47 @@ uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The longest plugin call of each kind.  A call that blocks holds up
+ * NCCL's proxy thread, which serves every comm of the rank, so every
+ * client and server run reports them (calls_report). */
+#define CALL_KINDS 16
+static struct {
+  const char *name;
+  uint64_t max_ns;
+} g_calls[CALL_KINDS];
+static uint64_t g_call_count, g_calls_over_1ms, g_calls_over_10ms;
+
+/* isend, irecv, test: the calls of NCCL's progress loop, counted by
+ * duration (init's topology discovery and a connect are not). */
+static int progress_call(const char *name) {
+  return !strcmp(name, "isend") || !strcmp(name, "irecv") || !strcmp(name, "test");
+}
+
+void call_timed(const char *name, uint64_t ns) {
+  if (progress_call(name)) {
+    g_call_count++;
+    g_calls_over_1ms += ns > 1000000;
+    g_calls_over_10ms += ns > 10000000;
+  }
+  for (int i = 0; i < CALL_KINDS; i++) {
+    if (!g_calls[i].name) g_calls[i].name = name;
+    if (strcmp(g_calls[i].name, name) != 0) continue;
+    if (ns > g_calls[i].max_ns) g_calls[i].max_ns = ns;
+    return;
+  }
+}
+
+void calls_report(void) {
+  char line[1024];
+  int at = snprintf(line, sizeof line, "collx-perf: longest plugin call:");
+  for (int i = 0; i < CALL_KINDS && g_calls[i].name && at < (int)sizeof line; i++)
+    at += snprintf(line + at, sizeof line - (size_t)at, "%s %s %.3f ms", i ? "," : "", g_calls[i].name,
+                   (double)g_calls[i].max_ns / 1e6);
+  printf("%s; isend/irecv/test: %llu calls, %llu over 1 ms, %llu over 10 ms\n", line, (unsigned long long)g_call_count,
+         (unsigned long long)g_calls_over_1ms, (unsigned long long)g_calls_over_10ms);
+  fflush(stdout);
+}
+
 uint64_t timeout_ns(void) {
   return o.timeout > 0 ? (uint64_t)(o.timeout * NS) : UINT64_MAX;
 }
