@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# A merged device with one slow member, across two hosts of the cluster in
+# a box (tests/netbed/netbed.sh): each host has four NICs, rate-limited with
+# tbf to 1 Gb/s, 50 Mb/s, 2 Mb/s and 3 Gb/s, and collx-perf moves 1 MiB
+# messages one way, 8 in flight, completed in order (--in-order: only the
+# oldest request of each direction is tested, as NCCL's proxy does).
+#
+#   bench/degraded.sh [BUILD_DIR] [PLUGIN...]   (root)
+#
+# BUILD_DIR holds collx-perf (default .); each PLUGIN is a plugin .so to
+# compare (default: the one collx-perf finds).  Configurations:
+#   1g        the 1 Gb/s NIC alone (COLLX_IFNAME==eth0)
+#   1g+50m    eth0 and the 50 Mb/s NIC merged (COLLX_MERGE=eth0+eth1)
+#   1g+2m     eth0 and the 2 Mb/s NIC merged
+#   1g+3g     eth0 and the 3 Gb/s NIC merged
+# Each configuration runs RUNS times (default 3), the plugins alternating
+# within each run.  Writes a table (GB/s, the fraction of the reference: the
+# 1 Gb/s NIC alone, or for 1g+3g the 4 Gb/s sum) and the count of WARNs
+# naming a slow member to bench/results/<date>-degraded/table.md
+# (RESULTS_DIR overrides).
+set -u
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$here/../tests/netbed/netbed.sh"
+build=${1:-.}
+shift $(($# > 0 ? 1 : 0))
+plugins=("$@")
+[ ${#plugins[@]} -gt 0 ] || plugins=("")
+perf=$build/collx-perf
+RUNS=${RUNS:-3}
+SECS=${SECS:-5}
+CONFIGS=${CONFIGS:-"1g 1g+50m 1g+2m 1g+3g"}
+[ "$(id -u)" -eq 0 ] || { echo "bench/degraded.sh: needs root" >&2; exit 2; }
+[ -x "$perf" ] || { echo "bench/degraded.sh: $perf not found" >&2; exit 2; }
+out=${RESULTS_DIR:-$here/results/$(date +%Y-%m-%d)-degraded}
+mkdir -p "$out/raw" || exit 2
+bed=nbd$$
+bed=${bed:0:8}
+srv=
+cleanup() { [ -n "$srv" ] && kill "$srv" 2>/dev/null; netbed_down "$bed"; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+unset COLLX_IFNAME NCCL_SOCKET_IFNAME COLLX_MERGE COLLX_NSTREAMS COLLX_PROGRESS COLLX_SPEED_MBPS COLLX_FAILOVER
+
+env_of() { # config -> the settings that make it
+  case $1 in
+    1g) echo "COLLX_IFNAME==eth0" ;;
+    1g+50m) echo "COLLX_IFNAME==eth0,eth1 COLLX_MERGE=eth0+eth1" ;;
+    1g+2m) echo "COLLX_IFNAME==eth0,eth2 COLLX_MERGE=eth0+eth2" ;;
+    1g+3g) echo "COLLX_IFNAME==eth0,eth3 COLLX_MERGE=eth0+eth3" ;;
+  esac
+}
+
+# run LABEL PLUGIN ENV...: server on host 0, client on host 1.
+run() {
+  local label=$1 plugin=$2 popt=()
+  shift 2
+  [ -n "$plugin" ] && popt=(--plugin "$plugin")
+  ip netns exec "$(netbed_ns "$bed" 0)" env "$@" "$perf" "${popt[@]}" --listen -p 18652 --timeout 60 \
+    >"$out/raw/$label.srv" 2>&1 &
+  srv=$!
+  ip netns exec "$(netbed_ns "$bed" 1)" env "$@" "$perf" "${popt[@]}" "$(netbed_addr 0 0)" -p 18652 \
+    -s 1M -d 8 --in-order -t "$SECS" --timeout 60 >"$out/raw/$label.txt" 2>&1 ||
+    echo "bench/degraded.sh: $label failed (raw/$label.txt)" >&2
+  wait "$srv"; srv=
+}
+gbps() { awk '$1 == 1048576 && NF >= 3 {v = $3} END {print v}' "$1"; }
+
+netbed_up "$bed" 2 4 1gbit 50mbit 2mbit 3gbit || exit 2
+{
+  echo "# A merged device with a slow member: 1 MiB messages, 8 in flight, in-order completion"
+  echo
+  echo "$(date '+%Y-%m-%d %H:%M %Z'), $(nproc) cores, $(uname -r); \`bench/degraded.sh\`, $RUNS alternating runs of ${SECS} s."
+  echo
+  echo "| run | config | plugin | GB/s | of reference | slow-member WARNs |"
+  echo "| --- | --- | --- | --- | --- | --- |"
+} >"$out/table.md"
+declare -A ref
+for ((k = 1; k <= RUNS; k++)); do
+  for cfg in $CONFIGS; do
+    for ((p = 0; p < ${#plugins[@]}; p++)); do
+      label="$cfg-p$p-$k"
+      # shellcheck disable=SC2046 # the settings are words on purpose
+      run "$label" "${plugins[$p]}" $(env_of "$cfg")
+      bw=$(gbps "$out/raw/$label.txt")
+      [ "$cfg" = 1g ] && ref[$p]=$bw
+      r=${ref[$p]:-}
+      [ "$cfg" = 1g+3g ] && r=0.5 # the 4 Gb/s sum in GB/s
+      warns=$(cat "$out/raw/$label.txt" "$out/raw/$label.srv" | grep -c "drains only")
+      printf '| %d | %s | %s | %s | %s | %s |\n' "$k" "$cfg" "${plugins[$p]:-default}" "$bw" \
+        "$(awk -v v="$bw" -v r="$r" 'BEGIN {if (r > 0 && v != "") printf "%.2f", v / r; else print "-"}')" \
+        "$warns" >>"$out/table.md"
+    done
+  done
+done
+cat "$out/table.md"
