@@ -1,7 +1,8 @@
 #include "pace.h"
 
 int pace_rate_add(struct pace_rate *r, uint64_t acked, uint64_t busy_us) {
-  if (busy_us < r->busy_us || acked < r->acked) { /* a new socket: start over from its counters */
+  if (!r->seen || busy_us < r->busy_us || acked < r->acked) { /* the first look, or a new socket */
+    r->seen = 1;
     r->acked = acked;
     r->busy_us = busy_us;
     return 0;

@@ -27,7 +27,8 @@
 struct pace_rate {
   double bps;       /* bytes per second, 0 until the first sample */
   int samples;
-  uint64_t acked, busy_us;  /* the socket's counters at the last sample */
+  uint64_t acked, busy_us;  /* the socket's counters at the last sample... */
+  int seen;                 /* ...once there was a first look */
 };
 
 /* Sampling needs this much time with bytes to send between two samples:
@@ -35,7 +36,8 @@ struct pace_rate {
 #define PACE_SAMPLE_MIN_US 20000
 
 /* A look at a socket's counters (sock_drained): bytes acknowledged and
- * time with bytes to send, both since it opened.  Once the socket was busy
+ * time with bytes to send, both since it opened.  The first look only
+ * takes them; once the socket was busy
  * PACE_SAMPLE_MIN_US since the last sample, their ratio moves the
  * estimate a quarter of the way (the first sets it).  1 when it did. */
 int pace_rate_add(struct pace_rate *r, uint64_t acked, uint64_t busy_us);

@@ -60,12 +60,14 @@ static int stream_ready(struct tcp_send_comm *c, int h) {
          sock_writable(c->base.streams[h].fd);
 }
 
-/* A slow stream takes a new chunk only once what its socket holds drains
- * within PACE_BUDGET_S at its measured rate, so that it is only ever given
- * what it can carry in a short time. */
-static int stream_has_room(struct tcp_send_comm *c, int j) {
+/* A slow stream takes a new chunk only once what its socket holds
+ * (*queued) drains within PACE_BUDGET_S at its measured rate, so that it
+ * is only ever given what it can carry in a short time. */
+static int stream_has_room(struct tcp_send_comm *c, int j, uint64_t *queued) {
+  *queued = 0;
   if (!stream_slow(c, j)) return 1;
-  return pace_may_take(sock_outq(c->base.streams[j].fd), (double)atomic_load(&c->tx[j].drain_bps));
+  *queued = sock_outq(c->base.streams[j].fd);
+  return pace_may_take(*queued, (double)atomic_load(&c->tx[j].drain_bps));
 }
 
 /* Chunk k of r for stream h's cursor, and the request off the queue once
@@ -105,27 +107,37 @@ static int pick_redo(struct tcp_send_comm *c, struct tcp_send_req **rp, size_t *
   return 0;
 }
 
+/* A slow stream's chunk: its own next chunk of the youngest send that has
+ * one (the others have the longest to go before in-order completion waits
+ * on it), never another stream's.  Without failover nothing takes a chunk
+ * it holds up off it, so it takes one only if it drains that too within
+ * the budget; `queued`: what its socket holds.  Caller holds q_lock. */
+static int pick_slow(struct tcp_send_comm *c, int j, uint64_t queued, struct tcp_send_req **rp, size_t *kp) {
+  double bps = (double)atomic_load(&c->tx[j].drain_bps);
+  for (struct collx_list *pos = c->queue.prev; pos != &c->queue; pos = pos->prev) {
+    struct tcp_send_req *r = COLLX_CONTAINER_OF(pos, struct tcp_send_req, qnode);
+    if (r->next[j] >= r->nchunks) continue;
+    if (!c->base.failover && !pace_may_take(queued + r->chunk, bps)) return 0;
+    *rp = r;
+    *kp = deal(c, r, j);
+    return 1;
+  }
+  return 0;
+}
+
 /* The chunk stream j writes next.  On one NIC: the oldest, so that
  * whichever stream is free carries it.  On a merged device: the oldest at
- * home on j, else the oldest at home on a stream that is busy or whose
- * socket is full, so that equal members carry equal shares of every
- * message whichever thread of the pool reaches its stream first, and a
- * slow member's chunks go to the others.  0 when there is none.  Caller
- * holds q_lock. */
-static int pick_chunk(struct tcp_send_comm *c, int j, struct tcp_send_req **rp, size_t *kp) {
+ * home on j, else the oldest at home on a stream that is busy, whose
+ * socket is full or that is slow, so that equal members carry equal
+ * shares of every message whichever thread of the pool reaches its stream
+ * first, and a slow member's chunks go to the others (pick_slow for its
+ * own).  0 when there is none.  `queued`: what a slow j's socket holds.
+ * Caller holds q_lock. */
+static int pick_chunk(struct tcp_send_comm *c, int j, uint64_t queued, struct tcp_send_req **rp, size_t *kp) {
   if (c->base.failover && pick_redo(c, rp, kp)) return 1;
   if (!c->merged) return pick_next(c, rp, kp);
+  if (stream_slow(c, j)) return pick_slow(c, j, queued, rp, kp);
   struct collx_list *pos;
-  /* A slow stream takes from the youngest send: the others have the
-   * longest to go before in-order completion waits on it. */
-  for (pos = c->queue.prev; stream_slow(c, j) && pos != &c->queue; pos = pos->prev) {
-    struct tcp_send_req *r = COLLX_CONTAINER_OF(pos, struct tcp_send_req, qnode);
-    if (r->next[j] < r->nchunks) {
-      *rp = r;
-      *kp = deal(c, r, j);
-      return 1;
-    }
-  }
   for (pos = c->queue.next; pos != &c->queue; pos = pos->next) {
     struct tcp_send_req *r = COLLX_CONTAINER_OF(pos, struct tcp_send_req, qnode);
     if (r->next[j] < r->nchunks) {
@@ -358,12 +370,18 @@ static void streams_pace(struct tcp_send_comm *c) {
     const struct pace_rate *r = &c->tx[i].rate;
     if (r->samples >= PACE_MIN_SAMPLES && r->bps > fastest) fastest = r->bps;
   }
+  int any = 0;
   for (int i = 0; i < c->base.nstreams; i++) {
     const struct pace_rate *r = &c->tx[i].rate;
     int slow = !tcp_stream_lost(&c->base, i) && r->samples >= PACE_MIN_SAMPLES && pace_slow(r->bps, fastest);
     atomic_store(&c->tx[i].slow, slow);
     if (slow) slow_warn(c, i, fastest);
+    any |= slow;
   }
+  /* A fast stream looks for chunks left waiting on a slow one when it runs
+   * out of work; one taken after that waits for the next kick, at most
+   * this tick. */
+  if (any && c->base.failover && !tcp_caller_progress()) tcp_progress->kick(&c->base);
 }
 
 /* The watchdog's part in a path coming back (rejoin.c): take the
@@ -397,9 +415,10 @@ static int take_chunk(struct tcp_send_comm *c, struct tcp_send_stream *t, int j)
   struct tcp_send_req *r = NULL;
   size_t k = 0;
   int dup = 0;
-  if (c->merged && !stream_has_room(c, j)) return 0;
+  uint64_t queued = 0;
+  if (c->merged && !stream_has_room(c, j, &queued)) return 0;
   pthread_mutex_lock(&c->q_lock);
-  int got = pick_chunk(c, j, &r, &k);
+  int got = pick_chunk(c, j, queued, &r, &k);
   if (!got && c->merged) got = dup = pick_dup(c, j, &r, &k);
   if (got && c->base.failover && !dup) {
     uint64_t len = r->size - (uint64_t)k * r->chunk < r->chunk ? r->size - (uint64_t)k * r->chunk : r->chunk;
