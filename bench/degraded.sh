@@ -13,11 +13,15 @@
 #   1g+50m    eth0 and the 50 Mb/s NIC merged (COLLX_MERGE=eth0+eth1)
 #   1g+2m     eth0 and the 2 Mb/s NIC merged
 #   1g+3g     eth0 and the 3 Gb/s NIC merged
+# in each progress mode of PROGRESSES (default "caller threads").  Then, on
+# a second bed of two NICs without a rate limit, what the change costs a
+# healthy merged device with failover on (the default): 64 KiB and 1 MiB
+# messages, 8 in flight, completed as they come and in order.
 # Each configuration runs RUNS times (default 3), the plugins alternating
 # within each run.  Writes a table (GB/s, the fraction of the reference: the
-# 1 Gb/s NIC alone, or for 1g+3g the 4 Gb/s sum) and the count of WARNs
-# naming a slow member to bench/results/<date>-degraded/table.md
-# (RESULTS_DIR overrides).
+# 1 Gb/s NIC alone in the same mode, or for 1g+3g the 4 Gb/s sum) and the
+# count of WARNs naming a slow member to
+# bench/results/<date>-degraded/table.md (RESULTS_DIR overrides).
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/../tests/netbed/netbed.sh"
@@ -29,6 +33,8 @@ perf=$build/collx-perf
 RUNS=${RUNS:-3}
 SECS=${SECS:-5}
 CONFIGS=${CONFIGS:-"1g 1g+50m 1g+2m 1g+3g"}
+PROGRESSES=${PROGRESSES:-"caller threads"}
+HEALTHY=${HEALTHY:-1}
 [ "$(id -u)" -eq 0 ] || { echo "bench/degraded.sh: needs root" >&2; exit 2; }
 [ -x "$perf" ] || { echo "bench/degraded.sh: $perf not found" >&2; exit 2; }
 out=${RESULTS_DIR:-$here/results/$(date +%Y-%m-%d)-degraded}
@@ -50,20 +56,20 @@ env_of() { # config -> the settings that make it
   esac
 }
 
-# run LABEL PLUGIN ENV...: server on host 0, client on host 1.
+# run LABEL PLUGIN OPTS ENV...: server on host 0, client on host 1.
 run() {
-  local label=$1 plugin=$2 popt=()
-  shift 2
+  local label=$1 plugin=$2 opts=$3 popt=()
+  shift 3
   [ -n "$plugin" ] && popt=(--plugin "$plugin")
   ip netns exec "$(netbed_ns "$bed" 0)" env "$@" "$perf" "${popt[@]}" --listen -p 18652 --timeout 60 \
     >"$out/raw/$label.srv" 2>&1 &
   srv=$!
   ip netns exec "$(netbed_ns "$bed" 1)" env "$@" "$perf" "${popt[@]}" "$(netbed_addr 0 0)" -p 18652 \
-    -s 1M -d 8 --in-order -t "$SECS" --timeout 60 >"$out/raw/$label.txt" 2>&1 ||
+    $opts -d 8 -t "$SECS" --timeout 60 >"$out/raw/$label.txt" 2>&1 ||
     echo "bench/degraded.sh: $label failed (raw/$label.txt)" >&2
   wait "$srv"; srv=
 }
-gbps() { awk '$1 == 1048576 && NF >= 3 {v = $3} END {print v}' "$1"; }
+gbps() { awk -v s="${2:-1048576}" '$1 == s && NF >= 3 {v = $3} END {print v}' "$1"; }
 
 netbed_up "$bed" 2 4 1gbit 50mbit 2mbit 3gbit || exit 2
 {
@@ -71,25 +77,50 @@ netbed_up "$bed" 2 4 1gbit 50mbit 2mbit 3gbit || exit 2
   echo
   echo "$(date '+%Y-%m-%d %H:%M %Z'), $(nproc) cores, $(uname -r); \`bench/degraded.sh\`, $RUNS alternating runs of ${SECS} s."
   echo
-  echo "| run | config | plugin | GB/s | of reference | slow-member WARNs |"
-  echo "| --- | --- | --- | --- | --- | --- |"
+  echo "| run | progress | config | plugin | GB/s | of reference | slow-member WARNs |"
+  echo "| --- | --- | --- | --- | --- | --- | --- |"
 } >"$out/table.md"
 declare -A ref
 for ((k = 1; k <= RUNS; k++)); do
-  for cfg in $CONFIGS; do
-    for ((p = 0; p < ${#plugins[@]}; p++)); do
-      label="$cfg-p$p-$k"
-      # shellcheck disable=SC2046 # the settings are words on purpose
-      run "$label" "${plugins[$p]}" $(env_of "$cfg")
-      bw=$(gbps "$out/raw/$label.txt")
-      [ "$cfg" = 1g ] && ref[$p]=$bw
-      r=${ref[$p]:-}
-      [ "$cfg" = 1g+3g ] && r=0.5 # the 4 Gb/s sum in GB/s
-      warns=$(cat "$out/raw/$label.txt" "$out/raw/$label.srv" | grep -c "drains only")
-      printf '| %d | %s | %s | %s | %s | %s |\n' "$k" "$cfg" "${plugins[$p]:-default}" "$bw" \
-        "$(awk -v v="$bw" -v r="$r" 'BEGIN {if (r > 0 && v != "") printf "%.2f", v / r; else print "-"}')" \
-        "$warns" >>"$out/table.md"
+  for progress in $PROGRESSES; do
+    for cfg in $CONFIGS; do
+      for ((p = 0; p < ${#plugins[@]}; p++)); do
+        label="$cfg-$progress-p$p-$k"
+        # shellcheck disable=SC2046 # the settings are words on purpose
+        run "$label" "${plugins[$p]}" "-s 1M --in-order" $(env_of "$cfg") COLLX_PROGRESS=$progress
+        bw=$(gbps "$out/raw/$label.txt")
+        [ "$cfg" = 1g ] && ref[$p]=$bw
+        r=${ref[$p]:-}
+        [ "$cfg" = 1g+3g ] && r=0.5 # the 4 Gb/s sum in GB/s
+        warns=$(cat "$out/raw/$label.txt" "$out/raw/$label.srv" | grep -c "drains only")
+        printf '| %d | %s | %s | %s | %s | %s | %s |\n' "$k" "$progress" "$cfg" "${plugins[$p]:-default}" "$bw" \
+          "$(awk -v v="$bw" -v r="$r" 'BEGIN {if (r > 0 && v != "") printf "%.2f", v / r; else print "-"}')" \
+          "$warns" >>"$out/table.md"
+      done
     done
+  done
+done
+netbed_down "$bed"
+[ "$HEALTHY" = 1 ] || { cat "$out/table.md"; exit 0; }
+
+# ---- a healthy merged device: what the change costs -------------------------
+netbed_up "$bed" 2 2 || exit 2
+{
+  echo
+  echo "## A healthy merged device: two NICs without a rate limit, COLLX_FAILOVER=1 (default progress)"
+  echo
+  echo "| run | plugin | 64 KiB GB/s | 1 MiB GB/s | 1 MiB in order GB/s |"
+  echo "| --- | --- | --- | --- | --- |"
+} >>"$out/table.md"
+m=(COLLX_IFNAME==eth0,eth1 COLLX_MERGE=eth0+eth1)
+for ((k = 1; k <= RUNS; k++)); do
+  for ((p = 0; p < ${#plugins[@]}; p++)); do
+    run "healthy64k-p$p-$k" "${plugins[$p]}" "-s 64K" "${m[@]}"
+    run "healthy1m-p$p-$k" "${plugins[$p]}" "-s 1M" "${m[@]}"
+    run "healthy1mio-p$p-$k" "${plugins[$p]}" "-s 1M --in-order" "${m[@]}"
+    printf '| %d | %s | %s | %s | %s |\n' "$k" "${plugins[$p]:-default}" \
+      "$(gbps "$out/raw/healthy64k-p$p-$k.txt" 65536)" "$(gbps "$out/raw/healthy1m-p$p-$k.txt")" \
+      "$(gbps "$out/raw/healthy1mio-p$p-$k.txt")" >>"$out/table.md"
   done
 done
 cat "$out/table.md"
