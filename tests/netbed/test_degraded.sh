@@ -4,9 +4,9 @@
 # 2 Mbit/s one, collx-perf moving 1 MiB messages, 8 in flight, completed in
 # order (--in-order, as NCCL's proxy does) with every byte checked:
 #   1. one way: the merged device reaches at least half of what the
-#      1 Gbit/s NIC alone carries (before, a chunk waiting in the slow
-#      member's socket held every message behind it: about 1%), and the
-#      sender names the slow member in one WARN;
+#      1 Gbit/s NIC alone carries, a quarter under a sanitizer (before, a
+#      chunk waiting in the slow member's socket held every message behind
+#      it: about 1%), and the sender names the slow member in one WARN;
 #   2. both ways at once: every message right on both ends (chunks sent
 #      twice, both copies arriving at once, are read once);
 #   3. with COLLX_FAILOVER=0 (no second copies): every message right.
@@ -74,8 +74,13 @@ ref=$bw
 run oneway "" "${merged[@]}"
 check $([ $crc -eq 0 ] && [ $src -eq 0 ] && echo 0 || echo 1) "merged with 2 Mbit/s: every message right (exit $crc, $src)"
 [ $crc -ne 0 ] || [ $src -ne 0 ] && show oneway
-check $(awk -v b="$bw" -v r="$ref" 'BEGIN {exit !(r > 0 && b >= 0.5 * r)}' && echo 0 || echo 1) \
-  "merged with 2 Mbit/s, in order: $bw GB/s, at least half of the 1 Gbit/s NIC alone ($ref)"
+# Under a sanitizer (the CI's stages set COLLX_FAULTS_SCALE) the processor,
+# not the link, sets the pace, and the merged device's second copies cost
+# it more: a quarter there (TSan measured 0.68; the code before: 0.01).
+least=0.5
+[ "${COLLX_FAULTS_SCALE:-1}" -gt 1 ] && least=0.25
+check $(awk -v b="$bw" -v r="$ref" -v l=$least 'BEGIN {exit !(r > 0 && b >= l * r)}' && echo 0 || echo 1) \
+  "merged with 2 Mbit/s, in order: $bw GB/s, at least $least of the 1 Gbit/s NIC alone ($ref)"
 n=$(slow_warns oneway cli)
 w=$(grep -h "drains only" "$tmp/oneway.cli" | head -1)
 check $([ "$n" -eq 1 ] && printf '%s' "$w" | grep -q "member eth1 to $(netbed_addr 0 1)" && echo 0 || echo 1) \
