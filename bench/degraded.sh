@@ -17,6 +17,9 @@
 # a second bed of two NICs without a rate limit, what the change costs a
 # healthy merged device with failover on (the default): 64 KiB and 1 MiB
 # messages, 8 in flight, completed as they come and in order.
+# The healthy part also gives the processor time both ends spent per GB
+# moved (user + system, /usr/bin/time), which a busy machine disturbs less
+# than the rate.
 # Each configuration runs RUNS times (default 3), the plugins alternating
 # within each run.  Writes a table (GB/s, the fraction of the reference: the
 # 1 Gb/s NIC alone in the same mode, or for 1g+3g the 4 Gb/s sum) and the
@@ -61,15 +64,23 @@ run() {
   local label=$1 plugin=$2 opts=$3 popt=()
   shift 3
   [ -n "$plugin" ] && popt=(--plugin "$plugin")
-  ip netns exec "$(netbed_ns "$bed" 0)" env "$@" "$perf" "${popt[@]}" --listen -p 18652 --timeout 60 \
-    >"$out/raw/$label.srv" 2>&1 &
+  ip netns exec "$(netbed_ns "$bed" 0)" env "$@" /usr/bin/time -f '%U %S' -o "$out/raw/$label.srv.cpu" \
+    "$perf" "${popt[@]}" --listen -p 18652 --timeout 60 >"$out/raw/$label.srv" 2>&1 &
   srv=$!
-  ip netns exec "$(netbed_ns "$bed" 1)" env "$@" "$perf" "${popt[@]}" "$(netbed_addr 0 0)" -p 18652 \
+  ip netns exec "$(netbed_ns "$bed" 1)" env "$@" /usr/bin/time -f '%U %S' -o "$out/raw/$label.cpu" \
+    "$perf" "${popt[@]}" "$(netbed_addr 0 0)" -p 18652 \
     $opts -d 8 -t "$SECS" --timeout 60 >"$out/raw/$label.txt" 2>&1 ||
     echo "bench/degraded.sh: $label failed (raw/$label.txt)" >&2
   wait "$srv"; srv=
 }
 gbps() { awk -v s="${2:-1048576}" '$1 == s && NF >= 3 {v = $3} END {print v}' "$1"; }
+# Processor seconds of both ends per GB the run moved: cpu_per_gb LABEL SIZE
+cpu_per_gb() {
+  local it cpu
+  it=$(awk -v s="$2" '$1 == s && NF >= 3 {v = $2} END {print v + 0}' "$out/raw/$1.txt")
+  cpu=$(cat "$out/raw/$1.cpu" "$out/raw/$1.srv.cpu" 2>/dev/null | awk 'NF == 2 {t += $1 + $2} END {print t + 0}')
+  awk -v c="$cpu" -v n="$it" -v s="$2" 'BEGIN {if (n > 0) printf "%.2f", c / (n * s / 1e9); else print "-"}'
+}
 
 netbed_up "$bed" 2 4 1gbit 50mbit 2mbit 3gbit || exit 2
 {
@@ -109,8 +120,8 @@ netbed_up "$bed" 2 2 || exit 2
   echo
   echo "## A healthy merged device: two NICs without a rate limit, COLLX_FAILOVER=1 (default progress)"
   echo
-  echo "| run | plugin | 64 KiB GB/s | 1 MiB GB/s | 1 MiB in order GB/s |"
-  echo "| --- | --- | --- | --- | --- |"
+  echo "| run | plugin | 64 KiB GB/s | 1 MiB GB/s | 1 MiB in order GB/s | 64 KiB cpu s/GB | 1 MiB cpu s/GB |"
+  echo "| --- | --- | --- | --- | --- | --- | --- |"
 } >>"$out/table.md"
 m=(COLLX_IFNAME==eth0,eth1 COLLX_MERGE=eth0+eth1)
 for ((k = 1; k <= RUNS; k++)); do
@@ -118,9 +129,10 @@ for ((k = 1; k <= RUNS; k++)); do
     run "healthy64k-p$p-$k" "${plugins[$p]}" "-s 64K" "${m[@]}"
     run "healthy1m-p$p-$k" "${plugins[$p]}" "-s 1M" "${m[@]}"
     run "healthy1mio-p$p-$k" "${plugins[$p]}" "-s 1M --in-order" "${m[@]}"
-    printf '| %d | %s | %s | %s | %s |\n' "$k" "${plugins[$p]:-default}" \
+    printf '| %d | %s | %s | %s | %s | %s | %s |\n' "$k" "${plugins[$p]:-default}" \
       "$(gbps "$out/raw/healthy64k-p$p-$k.txt" 65536)" "$(gbps "$out/raw/healthy1m-p$p-$k.txt")" \
-      "$(gbps "$out/raw/healthy1mio-p$p-$k.txt")" >>"$out/table.md"
+      "$(gbps "$out/raw/healthy1mio-p$p-$k.txt")" "$(cpu_per_gb "healthy64k-p$p-$k" 65536)" \
+      "$(cpu_per_gb "healthy1m-p$p-$k" 1048576)" >>"$out/table.md"
   done
 done
 cat "$out/table.md"
