@@ -87,6 +87,13 @@ TESTS += tests/unit/test_chunks
 tests_unit_test_chunks_SOURCES = tests/unit/test_chunks.c
 tests_unit_test_chunks_LDADD = libcollx-core.la
 
+# test_pace: a stream's drain-rate estimate, when it is slow, what a slow
+# one takes, and when a chunk is through (src/transport/tcp/pace.c).
+check_PROGRAMS += tests/unit/test_pace
+TESTS += tests/unit/test_pace
+tests_unit_test_pace_SOURCES = tests/unit/test_pace.c
+tests_unit_test_pace_LDADD = libcollx-tcp.la -lm
+
 # test_match: the matching rules (the sender's cursor over CTS records, the
 # early log, where the receiver puts an early message, held CTS records) on
 # hand-made sequences.

@@ -4,7 +4,10 @@
  * it, is refused.  Failover: a chunk claimed is recognised as held, and
  * once unclaimed (its stream given up mid-chunk) it may be claimed again,
  * in every position (first, middle, a last one before the stride was
- * known, the whole message). */
+ * known, the whole message).  Two copies of a chunk at once (failover, a
+ * chunk sent again while its first copy is still coming): the chunk reads
+ * claimed until one copy finishes it, only the first finish counts, and
+ * that holds for a last chunk finished before the stride was known. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -66,6 +69,39 @@ static void unclaim_then_resend(size_t size, size_t chunk, size_t first, size_t 
   chunk_track_free(&t);
 }
 
+/* Chunks of a message striped in `chunk`s arrive from the end backwards;
+ * chunk k is finished by a copy when `at` chunks have arrived, then again
+ * by a second copy once all have. */
+static void finish_twice(size_t size, size_t chunk, size_t at, size_t k) {
+  size_t n = collx_stripe_count(size, chunk);
+  struct chunk_track t = {0};
+  const char *why = NULL;
+  chunk_track_reset(&t);
+  uint64_t koff = (uint64_t)k * chunk, klen = size - koff < chunk ? size - koff : chunk;
+  CHECK(chunk_track_state(&t, koff, klen, size) == CHUNK_FREE, "size %zu: chunk %zu not free at first", size, k);
+  for (size_t i = 0; i < n; i++) {
+    size_t j = n - 1 - i;
+    uint64_t off = (uint64_t)j * chunk, len = size - off < chunk ? size - off : chunk;
+    CHECK(chunk_track_stream(&t, off, len, size, &why) == 0, "size %zu: chunk %zu refused: %s", size, j, why);
+    if (i + 1 != at) continue;
+    CHECK(chunk_track_state(&t, koff, klen, size) == CHUNK_CLAIMED, "size %zu: chunk %zu not claimed", size, k);
+    CHECK(chunk_track_finish(&t, koff, klen, size) == 0, "size %zu: first copy of chunk %zu not first", size, k);
+    CHECK(chunk_track_state(&t, koff, klen, size) == CHUNK_FINISHED, "size %zu: chunk %zu not finished", size, k);
+  }
+  CHECK(chunk_track_state(&t, koff, klen, size) == CHUNK_FINISHED, "size %zu: chunk %zu forgot its finish once "
+        "the stride was known", size, k);
+  CHECK(chunk_track_finish(&t, koff, klen, size) == 1, "size %zu: second copy of chunk %zu counted", size, k);
+  if (n > 1) {
+    size_t other = k == 0 ? 1 : 0;
+    uint64_t ooff = (uint64_t)other * chunk, olen = size - ooff < chunk ? size - ooff : chunk;
+    CHECK(chunk_track_state(&t, ooff, olen, size) == CHUNK_CLAIMED, "size %zu: chunk %zu finished by chunk %zu's "
+          "copies", size, other, k);
+  }
+  CHECK(chunk_track_finish(&t, koff + 1, klen, size) == -1, "size %zu: a chunk never claimed finished", size);
+  CHECK(chunk_track_whole(&t), "size %zu: not whole", size);
+  chunk_track_free(&t);
+}
+
 int main(void) {
   static const size_t sizes[] = {0, 1, 4095, 4096, 65536, 65537, (1u << 20) + 5, (5u << 20) + 123, 200u << 20};
   static const int streams[] = {1, 2, 4, 8};
@@ -97,6 +133,12 @@ int main(void) {
   unclaim_then_resend(10000, 4096, 2, 2);           /* the last one, once the stride is known */
   unclaim_then_resend(10000, 4096, 3, 0);           /* the first */
   unclaim_then_resend(200u << 20, 65536, 1000, 3100); /* a middle one, bitmap on the heap */
+  finish_twice(4096, 4096, 1, 0);            /* the whole message in one chunk */
+  finish_twice(10000, 4096, 1, 2);           /* a last chunk finished before the stride is known */
+  finish_twice(10000, 4096, 3, 2);           /* the last one, once the stride is known */
+  finish_twice(10000, 4096, 3, 0);           /* the first */
+  finish_twice(200u << 20, 65536, 2000, 3100); /* a middle one, bitmap on the heap */
+  finish_twice(200u << 20, 65536, 1, 3199);  /* the last of many, before the stride is known */
   chunk_track_reset(&t);
   CHECK(chunk_track_eager(&t, 100, &why) == 0 && !chunk_track_holds(&t, 0, 100, 100) &&
         chunk_track_unclaim(&t, 0, 100, 100) != 0, "an eager message is held or unclaimed as a chunk");

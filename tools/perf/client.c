@@ -155,7 +155,8 @@ int client_main(const char *host, int port, pid_t server_pid) {
 
   set_phase("connecting to the server");
   p->bfd = tcp_connect_host(host, port, "bootstrap connection to the server");
-  uint64_t cfg[6] = {WIRE_MAGIC, WIRE_VERSION, (uint64_t)o.depth, o.max_size, (uint64_t)o.check,
+  uint64_t cfg[6] = {WIRE_MAGIC, WIRE_VERSION, (uint64_t)o.depth, o.max_size,
+                     (uint64_t)o.check | (uint64_t)o.in_order << 1,
                      (uint64_t)o.compare};
   wsend(p->bfd, cfg, 6, "sending the parameters");
   uint64_t reply[2];
@@ -209,6 +210,7 @@ int client_main(const char *host, int port, pid_t server_pid) {
                             : "plain TCP, one socket per direction",
          o.test == TEST_LAT ? "; receives busy-poll" : "");
   if (o.check) emit(p, " Data check      : every received message (plugin runs)\n");
+  if (o.in_order) emit(p, " Completion      : in order, only the oldest request of each direction tested\n");
   emit(p, " Units           : GB/s = 1e9 bytes/s; latency = half round trip in usec\n");
   emit(p, "%s", rule);
 

@@ -107,8 +107,14 @@ uint64_t plugin_bw(struct peer *p, size_t size, uint64_t n, int do_send, int do_
     int prog = 0;
     beat();
     if (do_send) {
-      for (int i = 0; i < D && sposted < n; i++) {
-        if (sreq[i]) continue;
+      /* --in-order: post into the ring's next slot and test only the
+       * oldest send, as NCCL's proxy does. */
+      for (int k = 0; k < D && sposted < n; k++) {
+        int i = o.in_order ? (int)(sposted % (uint64_t)D) : k;
+        if (sreq[i]) {
+          if (o.in_order) break;
+          continue;
+        }
         char *b = p->sbuf + (size_t)i * p->slot;
         if (o.check && size >= 8) memcpy(b, &sposted, 8);
         void *req = NULL;
@@ -118,12 +124,16 @@ uint64_t plugin_bw(struct peer *p, size_t size, uint64_t n, int do_send, int do_
         sposted++;
         prog = 1;
       }
-      for (int i = 0; i < D; i++)
+      for (int k = 0; k < D; k++) {
+        int i = o.in_order ? (int)(sdone % (uint64_t)D) : k;
         if (sreq[i] && req_done(sreq[i], -1, "isend")) {
           sreq[i] = NULL;
           sdone++;
           prog = 1;
+        } else if (o.in_order) {
+          break;
         }
+      }
       if (sdone == n && !ack_got) {
         char a;
         ssize_t r = recv(p->bfd, &a, 1, MSG_DONTWAIT);
@@ -140,8 +150,12 @@ uint64_t plugin_bw(struct peer *p, size_t size, uint64_t n, int do_send, int do_
       }
     }
     if (do_recv) {
-      for (int i = 0; i < D; i++) {
-        if (!rreq[i] || !req_done(rreq[i], (long)size, "irecv")) continue;
+      for (int k = 0; k < D; k++) {
+        int i = o.in_order ? (int)(rdone % (uint64_t)D) : k;
+        if (!rreq[i] || !req_done(rreq[i], (long)size, "irecv")) {
+          if (o.in_order) break;
+          continue;
+        }
         char *b = p->rbuf + (size_t)i * p->slot;
         if (o.check) check_msg(b, size, rseq[i]);
         rreq[i] = NULL;

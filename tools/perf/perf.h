@@ -103,6 +103,7 @@ struct perf_options {
   int verbose;
   int nranks;
   int check;
+  int in_order;    /* bw: test only the oldest request of each direction */
   size_t slice;
   int version;
   /* --netns: the network namespace each rank enters (NULL: this one) */

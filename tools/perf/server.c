@@ -34,7 +34,7 @@ int server_main(int lfd, int quiet) {
     getnameinfo((struct sockaddr *)&peer, plen, host, sizeof host, NULL, 0, NI_NUMERICHOST);
   if (!quiet) printf("collx-perf: client %s connected\n", host);
 
-  /* the client's plan: {magic, version, depth, max_size, check, want_tcp} */
+  /* the client's plan: {magic, version, depth, max_size, check | in_order << 1, want_tcp} */
   uint64_t cfg[6];
   wrecv(p->bfd, cfg, 6, "receiving the client's parameters");
   if (cfg[0] != WIRE_MAGIC || cfg[1] != WIRE_VERSION)
@@ -42,7 +42,8 @@ int server_main(int lfd, int quiet) {
   if (cfg[2] < 1 || cfg[2] > MAX_DEPTH || cfg[3] < 1 || cfg[3] > MAX_MSG_SIZE)
     die("the client asks for depth %" PRIu64 ", messages up to %" PRIu64 " B: out of range", cfg[2], cfg[3]);
   p->depth = (int)cfg[2];
-  o.check = (int)cfg[4];
+  o.check = (int)(cfg[4] & 1);
+  o.in_order = (int)(cfg[4] >> 1 & 1);
   p->want_tcp = (int)cfg[5];
   if (is_loopback_sa(&peer)) force_loopback("the client is on this host", quiet);
 

@@ -36,7 +36,11 @@ struct chunk_track {
   uint64_t final_off, final_len;
   uint64_t claimed;       /* bytes of the chunks claimed so far */
   uint64_t bits[CHUNK_INLINE_BITS / 64];
-  uint64_t *more;         /* bitmap when the message has more chunks */
+  /* Chunks finished (a copy came whole; failover, where a chunk may come
+   * twice at once), beside the claims */
+  uint64_t done[CHUNK_INLINE_BITS / 64];
+  uint8_t final_done;     /* the last chunk finished before the stride was known */
+  uint64_t *more;         /* claims then finishes, when the message has more chunks */
   size_t nbits;
 };
 
@@ -62,6 +66,15 @@ int chunk_track_holds(const struct chunk_track *t, uint64_t offset, uint64_t len
  * given up), so that it may be claimed again.  0, or -1 when exactly that
  * chunk is not claimed. */
 int chunk_track_unclaim(struct chunk_track *t, uint64_t offset, uint64_t len, uint64_t total);
+
+/* Where exactly this chunk stands: not claimed, claimed (a copy of it is
+ * on its way), or finished (a copy came whole). */
+enum chunk_state { CHUNK_FREE = 0, CHUNK_CLAIMED, CHUNK_FINISHED };
+enum chunk_state chunk_track_state(const struct chunk_track *t, uint64_t offset, uint64_t len, uint64_t total);
+/* A copy of a claimed chunk came whole: 0 when it is the first (its bytes
+ * count), 1 when another copy finished it before, -1 when exactly that
+ * chunk is not claimed. */
+int chunk_track_finish(struct chunk_track *t, uint64_t offset, uint64_t len, uint64_t total);
 
 /* Every byte of the message claimed (a buffer filled by chunks). */
 int chunk_track_whole(const struct chunk_track *t);

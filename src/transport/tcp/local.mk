@@ -7,6 +7,7 @@ libcollx_tcp_la_SOURCES = \
 	src/transport/tcp/sock.c src/transport/tcp/sock.h \
 	src/transport/tcp/wire.c src/transport/tcp/wire.h \
 	src/transport/tcp/stripe.c src/transport/tcp/stripe.h \
+	src/transport/tcp/pace.c src/transport/tcp/pace.h \
 	src/transport/tcp/chunks.c src/transport/tcp/chunks.h \
 	src/transport/tcp/match.c src/transport/tcp/match.h \
 	src/transport/tcp/handle.c src/transport/tcp/handle.h \

@@ -32,6 +32,40 @@ static struct tcp_recv_req *recv_req_of(struct tcp_req *r) { return (struct tcp_
 
 /* ---- chunks from the data streams ------------------------------------------ */
 
+/* The stream reads a chunk into r's buffers: r is not done before it lets
+ * go. */
+static void rx_hold(struct tcp_recv_stream *t, struct tcp_recv_req *r) {
+  atomic_fetch_add_explicit(&r->readers, 1, memory_order_relaxed);
+  t->req = r;
+}
+
+static void rx_let_go(struct tcp_recv_stream *t) {
+  struct tcp_recv_req *r = t->req;
+  t->req = NULL;
+  atomic_fetch_sub_explicit(&r->readers, 1, memory_order_release);
+}
+
+/* The chunk came whole: its bytes count unless another copy of it counted
+ * first (failover). */
+static void chunk_finish(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
+  struct wire_chunk *h = &t->hdr;
+  if (tcp_entry_finish_chunk(c, t->req, h->idx, h->offset, h->len, h->total))
+    tcp_recv_account(c, t->req, h->idx, h->len);
+  rx_let_go(t);
+}
+
+/* Failover: another copy of the chunk this stream is reading has finished
+ * it: the rest of this copy is read and dropped.  1 when so. */
+static int chunk_overtaken(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
+  struct wire_chunk *h = &t->hdr;
+  if (!t->req || !atomic_load_explicit(&t->req->contested, memory_order_relaxed) ||
+      !tcp_entry_chunk_finished(c, t->req, h->idx, h->offset, h->len, h->total))
+    return 0;
+  t->skip = h->len - t->done;
+  rx_let_go(t);
+  return 1;
+}
+
 /* A heartbeat between chunks: checked, and counted as heard.  0, or -1
  * after failing the comm. */
 static int accept_heartbeat(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
@@ -59,9 +93,9 @@ static int accept_lost(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
   return 0;
 }
 
-/* Failover: a chunk that went out again after its stream was given up,
- * whose first copy had arrived whole (its receive may be over by now):
- * its payload is read and dropped. */
+/* Failover: a chunk that went out again (its stream was given up, or it
+ * waited on a slow member), whose first copy had arrived whole (its
+ * receive may be over by now): its payload is read and dropped. */
 static int chunk_again(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
   t->req = NULL;
   t->skip = t->hdr.len;
@@ -72,7 +106,7 @@ static int chunk_again(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
 /* A chunk for a receive not posted: with failover, one posted before and
  * complete by now, sent again. */
 static int chunk_for_old_receive(struct tcp_recv_comm *c, const struct wire_chunk *h) {
-  return atomic_load(&c->base.lost) && (int32_t)(h->seq - atomic_load(&c->recv_seq)) < 0 &&
+  return c->base.failover && (int32_t)(h->seq - atomic_load(&c->recv_seq)) < 0 &&
          !(h->flags & WIRE_CHUNK_TRUNCATED);
 }
 
@@ -104,17 +138,14 @@ static int accept_header(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
   }
   int again = tcp_entry_claim_chunk(c, r, h->idx, h->offset, h->len, h->total);
   if (again < 0) return -1;
-  if (again) return chunk_again(c, t);
+  if (again == 1) return chunk_again(c, t);
   if (c->base.failover) atomic_fetch_or(&r->entries_done, TCP_ENTRIES_STRIPED);
   atomic_store_explicit(&e->total, (int64_t)h->total, memory_order_release);
   /* Messages come on the streams: CTS records go out at once again. */
   if (h->offset == 0) match_hold_stream_message(&c->hold);
-  t->req = r;
+  rx_hold(t, r);
   t->done = 0;
-  if (h->len == 0) {
-    tcp_recv_account(c, r, h->idx, 0);
-    t->req = NULL;
-  }
+  if (h->len == 0) chunk_finish(c, t);
   return 0;
 }
 
@@ -130,11 +161,6 @@ static int copy_staged(struct tcp_recv_stream *t) {
   t->stage_pos += n;
   t->done += n;
   return t->done == h->len;
-}
-
-static void chunk_finish(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
-  tcp_recv_account(c, t->req, t->hdr.idx, t->hdr.len);
-  t->req = NULL;
 }
 
 /* Parse what is staged: 1 when something was consumed, 0 when the staged
@@ -154,6 +180,7 @@ static int parse_staged(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
     return accept_header(c, t) != 0 ? -1 : 1;
   }
   if (t->req && t->stage_pos < t->stage_len) {
+    if (chunk_overtaken(c, t)) return 1;
     if (copy_staged(t)) chunk_finish(c, t);
     return 1;
   }
@@ -217,6 +244,7 @@ static int read_stream_once(struct tcp_stream *s, int small_only, size_t budget)
     /* Bulk is the driver's work: a caller reading inline stops at a large
      * chunk and goes back to NCCL's other requests. */
     if (direct && small_only) return progress;
+    if (direct && chunk_overtaken(c, t)) continue;
     enum sock_io io;
     if (direct) {
       size_t before = t->done;
@@ -253,7 +281,7 @@ static int read_stream(struct tcp_stream *s, int small_only, size_t budget) {
 /* A stream with a new socket starts afresh.  Caller holds s->lock. */
 static void recv_stream_reset(struct tcp_stream *s) {
   struct tcp_recv_stream *t = &recv_comm_of(s->comm)->rx[s->index];
-  t->req = NULL;
+  if (t->req) rx_let_go(t);
   t->done = 0;
   t->skip = 0;
   t->stage_pos = t->stage_len = 0;
@@ -384,6 +412,8 @@ static void req_fill(struct tcp_recv_req *r, uint32_t seq, int n, void **data, c
   r->n = n;
   r->match.claimed = 0;
   atomic_store(&r->entries_done, 0);
+  atomic_store(&r->readers, 0);
+  atomic_store(&r->contested, 0);
   for (int i = 0; i < n; i++) {
     r->e[i].buf = data[i];
     r->e[i].cap = sizes[i];
@@ -446,7 +476,8 @@ int tcp_recv_peer_finished(struct tcp_recv_comm *c) {
 }
 
 static int recv_done(struct tcp_recv_req *r) {
-  return (atomic_load_explicit(&r->entries_done, memory_order_acquire) & TCP_ENTRIES_COUNT) == r->n;
+  return (atomic_load_explicit(&r->entries_done, memory_order_acquire) & TCP_ENTRIES_COUNT) == r->n &&
+         atomic_load_explicit(&r->readers, memory_order_acquire) == 0;
 }
 
 /* A receive in the middle of a message too large to be eager.  While NCCL

@@ -40,6 +40,11 @@ struct tcp_recv_req {
   /* entries finished (TCP_ENTRIES_COUNT), and TCP_ENTRIES_STRIPED once
    * a data stream brought a chunk for any of them (failover) */
   _Atomic int entries_done;
+  /* Streams reading a chunk into its buffers: the receive is done only
+   * once none is, since with failover a second copy of a chunk may still
+   * be coming in when the first has finished it. */
+  atomic_int readers;
+  atomic_int contested;   /* failover: a chunk of it came twice at once */
   struct tcp_entry e[COLLX_MAX_RECVS];
 };
 
@@ -112,13 +117,24 @@ int tcp_recv_peer_finished(struct tcp_recv_comm *c);
  * 0, or -1 after failing the comm. */
 int tcp_entry_claim(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, enum chunk_kind kind,
                     uint64_t offset, uint64_t len, uint64_t total);
-/* Claim a chunk from a data stream, as tcp_entry_claim; with failover, 1
- * when exactly that chunk is claimed already (it went out again after its
- * first stream was given up, and its first copy had arrived whole): its
- * payload is to be dropped. */
+/* Claim a chunk from a data stream, as tcp_entry_claim.  With failover a
+ * sender may send a chunk again (its stream was given up, or it waited on
+ * a slow member while others were idle): 1 when a copy of exactly that
+ * chunk has finished it already (this one's payload is to be dropped), 2
+ * when one is still coming in (both are read, the first whole counts:
+ * tcp_entry_finish_chunk). */
 int tcp_entry_claim_chunk(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t offset,
                           uint64_t len, uint64_t total);
-/* Forget a chunk whose stream was given up in the middle of it. */
+/* A copy of a claimed chunk came whole: 1 when its bytes count (the
+ * first), 0 when another copy finished the chunk before. */
+int tcp_entry_finish_chunk(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t offset,
+                           uint64_t len, uint64_t total);
+/* Whether another copy has finished the chunk this copy is reading. */
+int tcp_entry_chunk_finished(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t offset,
+                             uint64_t len, uint64_t total);
+/* Forget a chunk whose stream was given up in the middle of it (unless
+ * another copy of a chunk of the receive came meanwhile: the chunk stays
+ * claimed for it, or for the copy sent again). */
 void tcp_entry_unclaim(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t offset, uint64_t len,
                        uint64_t total);
 /* Account `len` payload bytes of entry `idx`; finish the entry when whole.

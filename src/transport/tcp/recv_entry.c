@@ -29,18 +29,52 @@ int tcp_entry_account(struct tcp_recv_req *r, int idx, uint64_t len, uint32_t *d
   return entry_finished(r, done_seq);
 }
 
+/* Fail the comm over a chunk that clashes with the buffer's others. */
+static void claim_refused(struct tcp_recv_comm *c, const struct tcp_recv_req *r, int idx, const char *why,
+                          uint64_t offset, uint64_t len, uint64_t total) {
+  tcp_comm_failf(&c->base, ncclRemoteError, "%s: receive %u, buffer %d, [%llu,+%llu) of %llu bytes", why,
+                 r->base.seq, idx, (unsigned long long)offset, (unsigned long long)len,
+                 (unsigned long long)total);
+}
+
 int tcp_entry_claim_chunk(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t offset,
                           uint64_t len, uint64_t total) {
+  if (!c->base.failover) return tcp_entry_claim(c, r, idx, CHUNK_STREAM, offset, len, total);
   struct chunk_track *t = &r->e[idx].track;
+  const char *why = NULL;
+  /* Looked at and claimed in one go: two copies may come at once. */
   pthread_mutex_lock(&c->track_lock);
-  int again = atomic_load(&c->base.lost) && chunk_track_holds(t, offset, len, total);
+  enum chunk_state st = chunk_track_state(t, offset, len, total);
+  int rc = st == CHUNK_FREE ? chunk_track_stream(t, offset, len, total, &why) : 0;
   pthread_mutex_unlock(&c->track_lock);
-  if (again) return 1;
-  return tcp_entry_claim(c, r, idx, CHUNK_STREAM, offset, len, total);
+  if (rc != 0) {
+    claim_refused(c, r, idx, why, offset, len, total);
+    return -1;
+  }
+  if (st == CHUNK_CLAIMED) atomic_store(&r->contested, 1);
+  return st == CHUNK_FINISHED ? 1 : st == CHUNK_CLAIMED ? 2 : 0;
+}
+
+int tcp_entry_finish_chunk(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t offset,
+                           uint64_t len, uint64_t total) {
+  if (!c->base.failover) return 1;
+  pthread_mutex_lock(&c->track_lock);
+  int rc = chunk_track_finish(&r->e[idx].track, offset, len, total);
+  pthread_mutex_unlock(&c->track_lock);
+  return rc != 1;
+}
+
+int tcp_entry_chunk_finished(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t offset,
+                             uint64_t len, uint64_t total) {
+  pthread_mutex_lock(&c->track_lock);
+  enum chunk_state st = chunk_track_state(&r->e[idx].track, offset, len, total);
+  pthread_mutex_unlock(&c->track_lock);
+  return st == CHUNK_FINISHED;
 }
 
 void tcp_entry_unclaim(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t offset, uint64_t len,
                        uint64_t total) {
+  if (atomic_load(&r->contested)) return;
   pthread_mutex_lock(&c->track_lock);
   chunk_track_unclaim(&r->e[idx].track, offset, len, total);
   pthread_mutex_unlock(&c->track_lock);
@@ -55,10 +89,7 @@ int tcp_entry_claim(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, en
          : kind == CHUNK_TRUNCATED ? chunk_track_truncated(t, &why)
                                    : chunk_track_stream(t, offset, len, total, &why);
   pthread_mutex_unlock(&c->track_lock);
-  if (rc != 0)
-    tcp_comm_failf(&c->base, ncclRemoteError, "%s: receive %u, buffer %d, [%llu,+%llu) of %llu bytes", why,
-                   r->base.seq, idx, (unsigned long long)offset, (unsigned long long)len,
-                   (unsigned long long)total);
+  if (rc != 0) claim_refused(c, r, idx, why, offset, len, total);
   return rc;
 }
 

@@ -48,10 +48,26 @@ static void send_drain(struct tcp_comm_base *b) {
 
 /* ---- chunks on the data streams -------------------------------------------- */
 
-/* Whether stream h should keep its chunks for itself: it is idle and its
- * socket takes more.  Otherwise another stream may take them. */
+static int stream_slow(const struct tcp_send_comm *c, int h) {
+  return atomic_load_explicit(&c->tx[h].slow, memory_order_relaxed);
+}
+
+/* Whether stream h should keep its chunks for itself: it is idle, its
+ * socket takes more and it is not slow.  Otherwise another stream may take
+ * them. */
 static int stream_ready(struct tcp_send_comm *c, int h) {
-  return !tcp_stream_lost(&c->base, h) && !atomic_load(&c->tx[h].busy) && sock_writable(c->base.streams[h].fd);
+  return !tcp_stream_lost(&c->base, h) && !atomic_load(&c->tx[h].busy) && !stream_slow(c, h) &&
+         sock_writable(c->base.streams[h].fd);
+}
+
+/* A slow stream takes a new chunk only once what its socket holds
+ * (*queued) drains within PACE_BUDGET_S at its measured rate, so that it
+ * is only ever given what it can carry in a short time. */
+static int stream_has_room(struct tcp_send_comm *c, int j, uint64_t *queued) {
+  *queued = 0;
+  if (!stream_slow(c, j)) return 1;
+  *queued = sock_outq(c->base.streams[j].fd);
+  return pace_may_take(*queued, (double)atomic_load(&c->tx[j].drain_bps));
 }
 
 /* Chunk k of r for stream h's cursor, and the request off the queue once
@@ -91,16 +107,36 @@ static int pick_redo(struct tcp_send_comm *c, struct tcp_send_req **rp, size_t *
   return 0;
 }
 
+/* A slow stream's chunk: its own next chunk of the youngest send that has
+ * one (the others have the longest to go before in-order completion waits
+ * on it), never another stream's.  Without failover nothing takes a chunk
+ * it holds up off it, so it takes one only if it drains that too within
+ * the budget; `queued`: what its socket holds.  Caller holds q_lock. */
+static int pick_slow(struct tcp_send_comm *c, int j, uint64_t queued, struct tcp_send_req **rp, size_t *kp) {
+  double bps = (double)atomic_load(&c->tx[j].drain_bps);
+  for (struct collx_list *pos = c->queue.prev; pos != &c->queue; pos = pos->prev) {
+    struct tcp_send_req *r = COLLX_CONTAINER_OF(pos, struct tcp_send_req, qnode);
+    if (r->next[j] >= r->nchunks) continue;
+    if (!c->base.failover && !pace_may_take(queued + r->chunk, bps)) return 0;
+    *rp = r;
+    *kp = deal(c, r, j);
+    return 1;
+  }
+  return 0;
+}
+
 /* The chunk stream j writes next.  On one NIC: the oldest, so that
  * whichever stream is free carries it.  On a merged device: the oldest at
- * home on j, else the oldest at home on a stream that is busy or whose
- * socket is full, so that equal members carry equal shares of every
- * message whichever thread of the pool reaches its stream first, and a
- * slow member's chunks go to the others.  0 when there is none.  Caller
- * holds q_lock. */
-static int pick_chunk(struct tcp_send_comm *c, int j, struct tcp_send_req **rp, size_t *kp) {
+ * home on j, else the oldest at home on a stream that is busy, whose
+ * socket is full or that is slow, so that equal members carry equal
+ * shares of every message whichever thread of the pool reaches its stream
+ * first, and a slow member's chunks go to the others (pick_slow for its
+ * own).  0 when there is none.  `queued`: what a slow j's socket holds.
+ * Caller holds q_lock. */
+static int pick_chunk(struct tcp_send_comm *c, int j, uint64_t queued, struct tcp_send_req **rp, size_t *kp) {
   if (c->base.failover && pick_redo(c, rp, kp)) return 1;
   if (!c->merged) return pick_next(c, rp, kp);
+  if (stream_slow(c, j)) return pick_slow(c, j, queued, rp, kp);
   struct collx_list *pos;
   for (pos = c->queue.next; pos != &c->queue; pos = pos->next) {
     struct tcp_send_req *r = COLLX_CONTAINER_OF(pos, struct tcp_send_req, qnode);
@@ -128,10 +164,12 @@ static int sent_stale(const struct tcp_sent_chunk *e) {
   return atomic_load(&e->req->await) != (1ull << 32 | e->seq);
 }
 
-/* Remember that stream t carries chunk k of r, dropping the entries of
- * sends confirmed since.  0, or -1 out of memory (the chunk is not taken).
- * Caller holds the stream's lock. */
-static int log_chunk(struct tcp_send_comm *c, struct tcp_send_stream *t, struct tcp_send_req *r, size_t k) {
+/* Remember that stream t carries chunk k of r, which ends at byte `end`
+ * of the stream, dropping the entries of sends confirmed since.  0, or -1
+ * out of memory (the chunk is not taken).  Caller holds the stream's lock
+ * and q_lock. */
+static int log_chunk(struct tcp_send_comm *c, struct tcp_send_stream *t, struct tcp_send_req *r, size_t k,
+                     uint64_t end) {
   while (t->log_head < t->log_len && sent_stale(&t->log[t->log_head])) t->log_head++;
   if (t->log_head == t->log_len) t->log_head = t->log_len = 0;
   if (t->log_len == t->log_cap && t->log_head > 0) {
@@ -149,7 +187,7 @@ static int log_chunk(struct tcp_send_comm *c, struct tcp_send_stream *t, struct 
     t->log = log;
     t->log_cap = cap;
   }
-  t->log[t->log_len++] = (struct tcp_sent_chunk){.req = r, .seq = r->base.seq, .k = (uint32_t)k};
+  t->log[t->log_len++] = (struct tcp_sent_chunk){.req = r, .seq = r->base.seq, .k = (uint32_t)k, .end = end};
   return 0;
 }
 
@@ -172,21 +210,65 @@ static int redo_add(struct tcp_send_comm *c, struct tcp_send_req *r, uint32_t k)
   return 0;
 }
 
-/* A chunk taken and then not written: back to the queue. */
-static void chunk_give_back(struct tcp_send_comm *c, struct tcp_send_req *r, size_t k) {
-  pthread_mutex_lock(&c->q_lock);
-  redo_add(c, r, (uint32_t)k);
+/* ---- failover: no chunk left behind on a slow stream ---------------------- */
+
+/* A copy of the oldest chunk that stream h carries, has not got through
+ * (its socket still holds it: `outq` of the `wrote` bytes) and nobody
+ * copied yet, for another stream to write.  Caller holds q_lock. */
+static int pick_left_behind(struct tcp_send_comm *c, int h, uint64_t wrote, uint64_t outq,
+                            struct tcp_send_req **rp, size_t *kp) {
+  struct tcp_send_stream *t = &c->tx[h];
+  for (uint32_t i = t->log_head; i < t->log_len; i++) {
+    struct tcp_sent_chunk *e = &t->log[i];
+    if (e->dup || sent_stale(e) || pace_through(wrote, outq, e->end)) continue;
+    e->dup = 1;
+    *rp = e->req;
+    *kp = e->k;
+    atomic_store(&e->req->dup_taken, 1);
+    return 1;
+  }
+  return 0;
+}
+
+/* Stream j, idle and not slow, takes a copy of a chunk waiting on a slow
+ * stream (failover: the receiver drops whichever copy comes second).  The
+ * slow streams' sockets are asked what they still hold before q_lock is
+ * taken; their byte counts are read first, so that a write between the two
+ * makes a chunk look waiting, never through.  Caller holds s->lock of j
+ * and q_lock (released and taken again here). */
+static int pick_dup(struct tcp_send_comm *c, int j, struct tcp_send_req **rp, size_t *kp) {
+  uint64_t wrote[TCP_MAX_STREAMS], outq[TCP_MAX_STREAMS];
+  unsigned slow = 0;
+  if (!c->base.failover || stream_slow(c, j)) return 0;
+  for (int h = 0; h < c->base.nstreams; h++)
+    if (h != j && stream_slow(c, h) && !tcp_stream_lost(&c->base, h)) slow |= 1u << h;
+  if (!slow) return 0;
   pthread_mutex_unlock(&c->q_lock);
+  for (int h = 0; h < c->base.nstreams; h++) {
+    if (!(slow >> h & 1)) continue;
+    wrote[h] = atomic_load(&c->tx[h].wrote);
+    outq[h] = sock_outq(c->base.streams[h].fd);
+  }
+  pthread_mutex_lock(&c->q_lock);
+  for (int h = 0; h < c->base.nstreams; h++)
+    if ((slow >> h & 1) && pick_left_behind(c, h, wrote[h], outq[h], rp, kp)) return 1;
+  return 0;
 }
 
 /* A stream starts afresh: what it carried has been taken back (a lost
  * stream, and one with a new socket, rejoin.c).  Caller holds s->lock. */
 static void send_stream_reset(struct tcp_stream *s) {
-  struct tcp_send_stream *t = &send_comm_of(s->comm)->tx[s->index];
+  struct tcp_send_comm *c = send_comm_of(s->comm);
+  struct tcp_send_stream *t = &c->tx[s->index];
+  if (t->req && !t->orphan) atomic_fetch_sub(&t->req->writers, 1);
   t->req = NULL;
+  t->dup = t->orphan = 0;
   t->done = 0;
   t->hb_active = 0;
+  pthread_mutex_lock(&c->q_lock);
   t->log_head = t->log_len = 0;
+  pthread_mutex_unlock(&c->q_lock);
+  atomic_store(&t->wrote, 0);
   atomic_store(&t->busy, 0);
 }
 
@@ -200,7 +282,7 @@ static unsigned stream_take_back(struct tcp_send_comm *c, struct tcp_stream *s) 
   for (uint32_t i = t->log_head; i < t->log_len; i++) {
     struct tcp_sent_chunk *e = &t->log[i];
     if (sent_stale(e)) continue;
-    int writing = t->req == e->req && t->hdr.offset == (uint64_t)e->k * e->req->chunk;
+    int writing = t->req == e->req && !t->dup && !t->orphan && t->hdr.offset == (uint64_t)e->k * e->req->chunk;
     if (!writing) atomic_fetch_sub_explicit(&e->req->chunks_done, 1, memory_order_relaxed);
     if (redo_add(c, e->req, e->k) != 0) break;
     n++;
@@ -254,6 +336,54 @@ static void streams_check(struct tcp_send_comm *c, double now) {
   }
 }
 
+/* ---- a merged device: how fast each stream drains --------------------------- */
+
+/* A look at how much stream i drained since the last. */
+static void stream_rate_sample(struct tcp_send_comm *c, int i) {
+  struct tcp_send_stream *t = &c->tx[i];
+  uint64_t acked = 0, busy_us = 0;
+  if (sock_drained(c->base.streams[i].fd, &acked, &busy_us) != 0) return;
+  if (pace_rate_add(&t->rate, acked, busy_us)) atomic_store(&t->drain_bps, (uint64_t)t->rate.bps);
+}
+
+/* A member much slower than its siblings is named once: its rate against
+ * the fastest's. */
+static void slow_warn(struct tcp_send_comm *c, int i, double fastest) {
+  int p = i % c->base.npaths;
+  if (c->slow_warned >> p & 1) return;
+  c->slow_warned |= 1u << p;
+  COLLX_WARN("send connection to %s on device %s: member %s (path %d) drains only %.2f MB/s against %.1f MB/s "
+             "for the fastest, a degraded NIC?  It is given only what it drains in %.0f ms%s",
+             c->base.peer, c->base.devname, tcp_path_name(&c->base, p), p, c->tx[i].rate.bps / 1e6, fastest / 1e6,
+             PACE_BUDGET_S * 1e3,
+             c->base.failover ? ", and chunks left waiting on it go out again on the others when they are idle"
+                              : "");
+}
+
+/* The watchdog's look at how fast each stream drains: which are slow
+ * beside the fastest (pace.h). */
+static void streams_pace(struct tcp_send_comm *c) {
+  double fastest = 0;
+  for (int i = 0; i < c->base.nstreams; i++) {
+    if (tcp_stream_lost(&c->base, i)) continue;
+    stream_rate_sample(c, i);
+    const struct pace_rate *r = &c->tx[i].rate;
+    if (r->samples >= PACE_MIN_SAMPLES && r->bps > fastest) fastest = r->bps;
+  }
+  int any = 0;
+  for (int i = 0; i < c->base.nstreams; i++) {
+    const struct pace_rate *r = &c->tx[i].rate;
+    int slow = !tcp_stream_lost(&c->base, i) && r->samples >= PACE_MIN_SAMPLES && pace_slow(r->bps, fastest);
+    atomic_store(&c->tx[i].slow, slow);
+    if (slow) slow_warn(c, i, fastest);
+    any |= slow;
+  }
+  /* A fast stream looks for chunks left waiting on a slow one when it runs
+   * out of work; one taken after that waits for the next kick, at most
+   * this tick. */
+  if (any && c->base.failover && !tcp_caller_progress()) tcp_progress->kick(&c->base);
+}
+
 /* The watchdog's part in a path coming back (rejoin.c): take the
  * receiver's offers, connect, and once the receiver has the new sockets in
  * place (REJOINED) write on them.  Only streams whose chunks were taken
@@ -278,24 +408,39 @@ static void paths_rejoin(struct tcp_send_comm *c, double now) {
   if (!tcp_caller_progress()) tcp_progress->kick(&c->base);
 }
 
-/* Take a chunk into stream j.  0 when none is for it.  Caller holds
+/* Take a chunk into stream j: a new one, else (failover) a copy of one
+ * left waiting on a slow stream.  0 when none is for it.  Caller holds
  * s->lock. */
 static int take_chunk(struct tcp_send_comm *c, struct tcp_send_stream *t, int j) {
   struct tcp_send_req *r = NULL;
   size_t k = 0;
+  int dup = 0;
+  uint64_t queued = 0;
+  if (c->merged && !stream_has_room(c, j, &queued)) return 0;
   pthread_mutex_lock(&c->q_lock);
-  int got = pick_chunk(c, j, &r, &k);
-  if (got) atomic_store(&t->busy, 1);
+  int got = pick_chunk(c, j, queued, &r, &k);
+  if (!got && c->merged) got = dup = pick_dup(c, j, &r, &k);
+  if (got && c->base.failover && !dup) {
+    uint64_t len = r->size - (uint64_t)k * r->chunk < r->chunk ? r->size - (uint64_t)k * r->chunk : r->chunk;
+    if (log_chunk(c, t, r, k, atomic_load(&t->wrote) + sizeof t->hdr + len) != 0) {
+      redo_add(c, r, (uint32_t)k);
+      got = 0;
+    }
+  }
+  if (got) {
+    /* Under q_lock, where DONE clears `await`: a send seen confirmed
+     * already counts this writer. */
+    atomic_fetch_add(&r->writers, 1);
+    atomic_store(&t->busy, 1);
+  }
   pthread_mutex_unlock(&c->q_lock);
   if (!got) return 0;
 
-  if (c->base.failover && log_chunk(c, t, r, k) != 0) {
-    chunk_give_back(c, r, k);
-    atomic_store(&t->busy, 0);
-    return 0;
-  }
   uint64_t off = (uint64_t)k * r->chunk;
   t->req = r;
+  t->dup = dup;
+  t->orphan = 0;
+  t->payload = r->data + off;
   t->done = 0;
   t->hdr = (struct wire_chunk){
       .magic = WIRE_MAGIC,
@@ -310,10 +455,14 @@ static int take_chunk(struct tcp_send_comm *c, struct tcp_send_stream *t, int j)
 
 /* Write as much of the stream's current chunk as the socket takes. */
 static enum sock_io write_chunk(struct tcp_stream *s, struct tcp_send_stream *t) {
-  enum sock_io io = sock_send_two(s->fd, &t->hdr, sizeof t->hdr, t->req->data + t->hdr.offset, t->hdr.len,
-                                  &t->done);
+  size_t before = t->done;
+  enum sock_io io = sock_send_two(s->fd, &t->hdr, sizeof t->hdr, t->payload, t->hdr.len, &t->done);
+  atomic_fetch_add_explicit(&t->wrote, t->done - before, memory_order_relaxed);
   if (io != SOCK_IO_DONE) return io;
-  atomic_fetch_add_explicit(&t->req->chunks_done, 1, memory_order_release);
+  if (!t->orphan) {
+    if (!t->dup) atomic_fetch_add_explicit(&t->req->chunks_done, 1, memory_order_release);
+    atomic_fetch_sub_explicit(&t->req->writers, 1, memory_order_release);
+  }
   t->req = NULL;
   atomic_fetch_add_explicit(&s->chunks, 1, memory_order_relaxed);
   atomic_store(&t->busy, 0);
@@ -323,7 +472,9 @@ static enum sock_io write_chunk(struct tcp_stream *s, struct tcp_send_stream *t)
 /* Write as much of the stream's header between chunks (a heartbeat or a
  * LOST notice) as the socket takes. */
 static enum sock_io write_heartbeat(struct tcp_stream *s, struct tcp_send_stream *t) {
+  size_t before = t->hb_done;
   enum sock_io io = sock_send_some(s->fd, &t->hb, sizeof t->hb, &t->hb_done);
+  atomic_fetch_add_explicit(&t->wrote, t->hb_done - before, memory_order_relaxed);
   if (io != SOCK_IO_AGAIN) t->hb_active = 0;
   return io;
 }
@@ -466,6 +617,7 @@ static void send_watch(struct tcp_comm_base *b, double now) {
   struct tcp_send_comm *c = send_comm_of(b);
   tcp_ctrl_heartbeat(&b->ctrl, now);
   stream_heartbeat(c, now);
+  if (c->merged) streams_pace(c);
   if (c->base.failover) {
     streams_check(c, now);
     paths_rejoin(c, now);
@@ -552,6 +704,8 @@ static void chunks_post(struct tcp_send_comm *c, struct tcp_send_req *r) {
   r->chunks_left = r->nchunks;
   r->redo_len = 0;
   atomic_store(&r->chunks_done, 0);
+  atomic_store(&r->writers, 0);
+  atomic_store(&r->dup_taken, 0);
   atomic_store(&r->await, c->base.failover ? 1ull << 32 | r->base.seq : 0);
   pthread_mutex_lock(&c->q_lock);
   collx_list_add_tail(&c->queue, &r->qnode);
@@ -636,8 +790,45 @@ static int send_written(struct tcp_send_req *r) {
   return atomic_load_explicit(&r->chunks_done, memory_order_acquire) == r->nchunks;
 }
 
-/* Written, and with failover confirmed by the receiver. */
-static int send_done(struct tcp_send_req *r) { return send_written(r) && !atomic_load(&r->await); }
+/* Written, with failover confirmed by the receiver, and no stream still
+ * writing from its buffer.  `await` first: a copy taken before DONE came
+ * counts among the writers by then (take_chunk). */
+static int send_done(struct tcp_send_req *r) {
+  return !atomic_load(&r->await) && atomic_load_explicit(&r->writers, memory_order_acquire) == 0 && send_written(r);
+}
+
+/* The receiver has every chunk of r (DONE) while streams still write
+ * copies of some: what they still owe is copied aside, so that the send
+ * completes now and they finish from the copy (the receiver drops it).
+ * Bounded by a chunk a stream.  Streams busy this moment are left for the
+ * next test. */
+static void stragglers_adopt(struct tcp_send_comm *c, struct tcp_send_req *r) {
+  for (int i = 0; i < c->base.nstreams; i++) {
+    struct tcp_stream *s = &c->base.streams[i];
+    struct tcp_send_stream *t = &c->tx[i];
+    if (pthread_mutex_trylock(&s->lock) != 0) continue;
+    if (t->req == r && !t->orphan && t->hdr.len <= t->own_cap) {
+      memcpy(t->own, t->payload, t->hdr.len);
+    } else if (t->req == r && !t->orphan) {
+      char *own = realloc(t->own, t->hdr.len);
+      if (!own) {
+        pthread_mutex_unlock(&s->lock);
+        continue; /* it finishes from the buffer; the send waits for it */
+      }
+      t->own = own;
+      t->own_cap = t->hdr.len;
+      memcpy(t->own, t->payload, t->hdr.len);
+    } else {
+      pthread_mutex_unlock(&s->lock);
+      continue;
+    }
+    t->payload = t->own;
+    t->orphan = 1;
+    if (!t->dup) atomic_fetch_add_explicit(&r->chunks_done, 1, memory_order_release);
+    atomic_fetch_sub_explicit(&r->writers, 1, memory_order_release);
+    pthread_mutex_unlock(&s->lock);
+  }
+}
 
 /* An eager send is written by whoever tests it; a small striped send still
  * queued (its stream was busy) can be pushed by the caller. */
@@ -645,7 +836,11 @@ static void send_progress(struct tcp_send_comm *c, struct tcp_send_req *r) {
   if (r->eager) tcp_ctrl_pump(&c->base.ctrl);
   /* DONE records, and LOST_ACK records that free chunks stuck on a lost
    * stream. */
-  if (c->base.failover && !r->eager && (send_written(r) || atomic_load(&c->base.lost))) send_drain(&c->base);
+  if (c->base.failover && !r->eager &&
+      (send_written(r) || atomic_load(&r->dup_taken) || atomic_load(&c->base.lost)))
+    send_drain(&c->base);
+  if (c->base.failover && !r->eager && !atomic_load(&r->await) && atomic_load(&r->writers))
+    stragglers_adopt(c, r);
   if (tcp_caller_progress())
     caller_pump(c);
   else if (r->size <= TCP_INLINE_MAX && !r->eager)
@@ -724,6 +919,8 @@ static void send_release(struct tcp_comm_base *b) {
   for (int i = 0; i < c->base.nstreams; i++) {
     free(c->tx[i].log);
     c->tx[i].log = NULL;
+    free(c->tx[i].own);
+    c->tx[i].own = NULL;
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include "base.h"
 #include "match.h"
+#include "pace.h"
 
 /* A sender refused for want of a CTS asks again after this long. */
 #define TCP_CTS_WANT_RETRY_S 1e-3
@@ -38,6 +39,13 @@ struct tcp_send_req {
   _Atomic uint64_t await;
   uint32_t *redo;
   uint32_t redo_len, redo_cap;
+  /* Streams writing from `data` (taken under q_lock): the send is done
+   * only once none is, so that a second copy of a chunk still going out
+   * when the receiver has the first never reads a buffer NCCL has taken
+   * back; after DONE, what they still owe is copied aside (send.c,
+   * stragglers_adopt). */
+  atomic_int writers;
+  atomic_int dup_taken;   /* a chunk of it went out a second time (failover) */
 };
 
 /* A chunk a stream wrote (or is writing) for a send not yet confirmed:
@@ -46,21 +54,36 @@ struct tcp_sent_chunk {
   struct tcp_send_req *req;
   uint32_t seq;
   uint32_t k;
+  uint64_t end;   /* the stream's byte count (`wrote`) once the chunk is out */
+  int dup;        /* a copy of it went out on another stream since */
 };
 
 /* What one stream is writing (its s->lock). */
 struct tcp_send_stream {
   struct tcp_send_req *req;   /* the chunk being written... */
   struct wire_chunk hdr;
+  const char *payload;        /* ...its bytes: in req->data, or `own` once orphaned */
   size_t done;                /* ...and its bytes of header + payload written */
+  int dup;                    /* a second copy (not counted in chunks_done, not logged) */
+  int orphan;                 /* its send is done: written from `own`, counted for nobody */
+  char *own;
+  size_t own_cap;
   struct wire_chunk hb;       /* a heartbeat being written between chunks */
   size_t hb_done;
   int hb_active;
   atomic_int busy;            /* a chunk is being written (read by the other streams) */
   /* Failover: chunks of unconfirmed sends, oldest first, from `log_head`
-   * (s->lock); the last may be the one being written. */
+   * (written under s->lock and q_lock, read under either: another stream
+   * looks for chunks left waiting here); the last may be the one being
+   * written. */
   struct tcp_sent_chunk *log;
   uint32_t log_head, log_len, log_cap;
+  _Atomic uint64_t wrote;     /* bytes written on this socket (headers between chunks too) */
+  /* A merged device: how fast it drains (pace.h; the watchdog's, published
+   * in drain_bps), and whether it is slow beside the fastest */
+  struct pace_rate rate;
+  _Atomic uint64_t drain_bps;
+  atomic_int slow;
 };
 
 struct tcp_send_comm {
@@ -90,6 +113,7 @@ struct tcp_send_comm {
   uint64_t rejoin_token;
   atomic_uint rejoined;
   double last_stream_hb;      /* heartbeat on a data stream, watchdog only */
+  unsigned slow_warned;       /* paths named slow in a WARN, watchdog only */
   unsigned pump_turn;         /* COLLX_PROGRESS=caller: stream to start from */
   uint32_t tl_eager_tx;       /* COLLX_TIMELINE: eager messages written */
   /* What the sends did, logged at close: the caller's thread only. */

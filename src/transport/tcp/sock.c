@@ -10,7 +10,9 @@
 #include <stdint.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/uio.h>
+#include <linux/sockios.h>
 #include <unistd.h>
 
 int sock_set_nonblock(int fd) {
@@ -240,4 +242,20 @@ int sock_stalled(int fd, struct sock_stall *st, double now, int ms) {
    * trip. */
   if (st->since == 0) st->since = now;
   return now - st->since >= ms * 1e-3 && ti.last_ack_recv >= (unsigned)ms;
+}
+
+uint64_t sock_outq(int fd) {
+  int n = 0;
+  return ioctl(fd, SIOCOUTQ, &n) == 0 && n > 0 ? (uint64_t)n : 0;
+}
+
+int sock_drained(int fd, uint64_t *acked, uint64_t *busy_us) {
+  struct tcp_kernel_info ti;
+  socklen_t len = sizeof ti;
+  memset(&ti, 0, sizeof ti);
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 || len < offsetof(struct tcp_kernel_info, delivered))
+    return -1;
+  *acked = ti.bytes_acked;
+  *busy_us = ti.busy_time + ti.rwnd_limited + ti.sndbuf_limited;
+  return 0;
 }

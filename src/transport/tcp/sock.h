@@ -69,6 +69,16 @@ void sock_limit_unsent(int fd, size_t bytes);
 /* Whether poll says the socket takes more now (below that limit, if set). */
 int sock_writable(int fd);
 
+/* Bytes the socket still holds: unsent, or sent and not yet acknowledged
+ * (SIOCOUTQ); 0 when it cannot say. */
+uint64_t sock_outq(int fd);
+/* The bytes the socket's peer host has acknowledged so far, and for how
+ * many microseconds in all the socket had bytes to send (in flight, or
+ * held back by the peer's window or the send buffer): their ratio over an
+ * interval is how fast the path drains (TCP_INFO).  0, or -1 when it
+ * cannot say. */
+int sock_drained(int fd, uint64_t *acked, uint64_t *busy_us);
+
 /* What a caller last saw of a socket's acknowledgements, between calls
  * of sock_stalled. */
 struct sock_stall {

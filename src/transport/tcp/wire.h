@@ -38,7 +38,7 @@
 #include "util/netdev.h"
 
 #define WIRE_MAGIC 0x7863u /* "cx" */
-#define WIRE_VERSION 6
+#define WIRE_VERSION 7
 /* Data streams a connection may have: bit masks of streams fit 16 bits. */
 #define WIRE_MAX_STREAMS 16
 

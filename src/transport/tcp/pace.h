@@ -1,0 +1,55 @@
+/*
+ * How fast each stream of a merged device drains, and what a slow one is
+ * given (send.c).  The bytes each socket got acknowledged per unit of time
+ * it had bytes to send (tcp_info) feed a per-stream estimate; a stream that drains far slower than the fastest
+ * (a member NIC negotiated down, or degraded) is "slow": it takes a new
+ * chunk only once what it holds in its socket drains in a short time, and
+ * its chunks not yet through go out again on a faster stream that is idle.
+ * Pure functions, no locking: the watchdog feeds the estimates, the
+ * streams read what it publishes.
+ */
+#ifndef COLLX_TCP_PACE_H
+#define COLLX_TCP_PACE_H
+
+#include <stdint.h>
+
+/* A stream this many times slower than the fastest is slow.  Merged
+ * members of unequal speed within this (1 and 3 Gb/s) share by stealing
+ * each other's chunks as before; beyond it, a member's chunks hold back
+ * in-order completion for longer than the others take for all of theirs. */
+#define PACE_SLOW_RATIO 8.0
+/* Samples a stream needs before it is judged. */
+#define PACE_MIN_SAMPLES 3
+/* A slow stream takes a new chunk only while what it holds drains within
+ * this long. */
+#define PACE_BUDGET_S 0.05
+
+struct pace_rate {
+  double bps;       /* bytes per second, 0 until the first sample */
+  int samples;
+  uint64_t acked, busy_us;  /* the socket's counters at the last sample... */
+  int seen;                 /* ...once there was a first look */
+};
+
+/* Sampling needs this much time with bytes to send between two samples:
+ * less says little (a burst into the link's queue). */
+#define PACE_SAMPLE_MIN_US 20000
+
+/* A look at a socket's counters (sock_drained): bytes acknowledged and
+ * time with bytes to send, both since it opened.  The first look only
+ * takes them; once the socket was busy
+ * PACE_SAMPLE_MIN_US since the last sample, their ratio moves the
+ * estimate a quarter of the way (the first sets it).  1 when it did. */
+int pace_rate_add(struct pace_rate *r, uint64_t acked, uint64_t busy_us);
+/* Whether a stream draining `bps` is slow beside the fastest, `fastest`
+ * (0 or unknown: never). */
+int pace_slow(double bps, double fastest);
+/* Whether a slow stream holding `queued` bytes in its socket may take a
+ * new chunk: what it holds drains within PACE_BUDGET_S. */
+int pace_may_take(uint64_t queued, double bps);
+/* Whether the chunk ending at byte `end` of a stream's output has left
+ * the sender's host and been acknowledged: `wrote` bytes written in all,
+ * `outq` still in the socket. */
+int pace_through(uint64_t wrote, uint64_t outq, uint64_t end);
+
+#endif
