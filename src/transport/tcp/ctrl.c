@@ -220,11 +220,13 @@ void tcp_ctrl_wait_writable(struct tcp_ctrl *k, int ms) {
  * acted on them (COLLX_CTRL_PEEK).  rd_pos counts peeked bytes as read: a
  * switch to the spare abandons the socket, peeked bytes and all. */
 
-/* Drop up to `len` bytes of socket fd, counted into *pos; TCP discards
- * them without copying (MSG_TRUNC).  -1 when it has failed or ended. */
+/* Drop up to `len` bytes of socket fd, counted into *pos.  Read into a
+ * buffer: a recv with none (MSG_TRUNC) is what sanitizers and valgrind
+ * take for a write through NULL.  -1 when it has failed or ended. */
 static int drop_bytes(int fd, uint64_t len, uint64_t *pos) {
+  char sink[4096];
   while (len > 0) {
-    ssize_t n = recv(fd, NULL, len < (1u << 30) ? (size_t)len : (1u << 30), MSG_DONTWAIT | MSG_TRUNC);
+    ssize_t n = recv(fd, sink, len < sizeof sink ? (size_t)len : sizeof sink, MSG_DONTWAIT);
     if (n > 0) {
       *pos += (uint64_t)n;
       len -= (uint64_t)n;
@@ -291,18 +293,11 @@ static void other_drain(struct tcp_ctrl *k, int any_lag) {
 /* Read socket fd, the one read: first consume what the last read only
  * peeked at; then peek (one call) or read. */
 static enum sock_io recv_from(struct tcp_ctrl *k, int fd, void *buf, size_t len, size_t *done, int once, int peek) {
-  /* Into a buffer: a recv with no buffer (MSG_TRUNC) is what sanitizers and
-   * valgrind take for a write through NULL.  They were queued: only a
-   * failure keeps them. */
-  char sink[sizeof k->rx];
-  while (k->rd_peeked) {
-    ssize_t n = recv(fd, sink, k->rd_peeked < sizeof sink ? k->rd_peeked : sizeof sink, MSG_DONTWAIT);
-    if (n > 0) {
-      k->rd_peeked -= (size_t)n;
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    return SOCK_IO_ERROR;
+  if (k->rd_peeked) {
+    uint64_t gone = 0;
+    int rc = drop_bytes(fd, k->rd_peeked, &gone);
+    k->rd_peeked -= (size_t)gone;
+    if (rc != 0 || k->rd_peeked) return SOCK_IO_ERROR; /* they were queued: only a failure keeps them */
   }
   if (!peek) return once ? sock_recv_once(fd, buf, len, done) : sock_recv_some(fd, buf, len, done);
   size_t before = *done;
