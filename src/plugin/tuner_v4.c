@@ -18,10 +18,12 @@ struct tuner_ctx {
   struct collx_tune_settings settings;
 };
 
-/* COLLX_TUNER (0 or 1) and COLLX_TUNER_TREE_MAX, bounded by params.def. */
+/* COLLX_TUNER (0 or 1), COLLX_TUNER_TREE_MAX and COLLX_TUNER_LL_MAX,
+ * bounded by params.def. */
 static void read_settings(struct collx_tune_settings *s) {
   s->enabled = collx_param_int(COLLX_P_TUNER) == 1;
   s->tree_max = (size_t)collx_param_int(COLLX_P_TUNER_TREE_MAX);
+  s->ll_max = (size_t)collx_param_int(COLLX_P_TUNER_LL_MAX);
 }
 
 static void log_policy(const struct tuner_ctx *c) {
@@ -31,8 +33,8 @@ static void log_policy(const struct tuner_ctx *c) {
                c->nranks, c->nnodes, why);
   else
     COLLX_INFO(COLLX_LOG_INIT | COLLX_LOG_TUNING,
-               "tuner: %zu ranks on %zu nodes, all-reduce up to %zu bytes uses Tree", c->nranks,
-               c->nnodes, c->settings.tree_max);
+               "tuner: %zu ranks on %zu nodes, all-reduce up to %zu bytes uses Tree, with Simple "
+               "above %zu bytes", c->nranks, c->nnodes, c->settings.tree_max, c->settings.ll_max);
 }
 
 /* A failing init would fail the whole communicator, so a context that

@@ -1,5 +1,6 @@
 /*
- * The tuning policy: all-reduce on Tree up to a size, one rank per node.
+ * The tuning policy: all-reduce on Tree up to a size, one rank per node,
+ * with Simple rather than LL/LL128 above a smaller size.
  */
 #include "tune/tune.h"
 
@@ -39,6 +40,24 @@ static int ignore_all_but_tree(float *table, int nalgo, int nproto) {
   return changed;
 }
 
+/* Above ll_max, leave Tree only Simple: NCCL rates LL cheapest up to about
+ * 256 KiB, but LL doubles the bytes and has the GPU write them to host
+ * memory in 8-byte stores, and at 4 ranks Tree+LL at 128 KiB took 340-348
+ * us where Tree+Simple took 268-325 (bench/NOTES.md 39).  Returns whether
+ * an entry changed; nothing changes when Simple is not NCCL's to pick. */
+static int ignore_tree_ll(float *table, int nproto) {
+  if (nproto <= NCCL_PROTO_SIMPLE || table[NCCL_ALGO_TREE * nproto + NCCL_PROTO_SIMPLE] < 0.0f)
+    return 0;
+  int changed = 0;
+  for (int p = 0; p < nproto; p++) {
+    if (p == NCCL_PROTO_SIMPLE) continue;
+    float *e = &table[NCCL_ALGO_TREE * nproto + p];
+    if (*e != NCCL_ALGO_PROTO_IGNORE) changed = 1;
+    *e = NCCL_ALGO_PROTO_IGNORE;
+  }
+  return changed;
+}
+
 int collx_tune_allreduce(const struct collx_tune_settings *s, size_t nranks, size_t nnodes,
                          int coll, size_t nbytes, float *table, int nalgo, int nproto) {
   /* A table without a Tree row (or without columns) gives nothing to steer. */
@@ -49,5 +68,7 @@ int collx_tune_allreduce(const struct collx_tune_settings *s, size_t nranks, siz
   /* If NCCL already ruled Tree out (NCCL_ALGO, or no tree for this
    * communicator), removing the rest would leave it nothing to pick. */
   if (!tree_usable(table, nproto)) return 0;
-  return ignore_all_but_tree(table, nalgo, nproto);
+  int changed = ignore_all_but_tree(table, nalgo, nproto);
+  if (nbytes > s->ll_max) changed |= ignore_tree_ll(table, nproto);
+  return changed;
 }

@@ -8,7 +8,8 @@
  * Ring with its LL protocol for all-reduce up to 4 MiB, and Tree (NCCL still
  * choosing the protocol) was as fast or much faster at every size from 8 B
  * to 4 MiB at 2 and 4 ranks; from 8 MiB up NCCL's own choice was as good or
- * better (bench/NOTES.md, attempt 15).
+ * better (bench/NOTES.md, attempt 15).  Within Tree, NCCL then picks LL up
+ * to about 256 KiB, which cost the 128 KiB all-reduce at 4 ranks (39).
  */
 #ifndef COLLX_TUNE_TUNE_H
 #define COLLX_TUNE_TUNE_H
@@ -18,6 +19,7 @@
 struct collx_tune_settings {
   int enabled;      /* COLLX_TUNER: 0 leaves every table as NCCL made it */
   size_t tree_max;  /* COLLX_TUNER_TREE_MAX: largest all-reduce sent to Tree */
+  size_t ll_max;    /* COLLX_TUNER_LL_MAX: largest one of those left LL/LL128 */
 };
 
 /* NULL when the policy acts on a communicator of `nranks` ranks over
@@ -29,7 +31,9 @@ const char *collx_tune_inactive_reason(const struct collx_tune_settings *s, size
  * `nalgo` rows of `nproto` entries, `coll` an ncclFunc_t.  For an
  * all-reduce of at most tree_max bytes on an active communicator, where
  * Tree has an entry NCCL may pick, every entry of the other algorithms is
- * set to "ignore", so NCCL picks Tree with the protocol it rates best.
+ * set to "ignore", so NCCL picks Tree with the protocol it rates best;
+ * above ll_max bytes Tree's LL and LL128 entries are ignored too, when
+ * Simple is there for NCCL to pick.
  * Returns 1 when the table was changed, 0 when it was left as it was. */
 int collx_tune_allreduce(const struct collx_tune_settings *s, size_t nranks, size_t nnodes,
                          int coll, size_t nbytes, float *table, int nalgo, int nproto);

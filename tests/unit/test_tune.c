@@ -14,8 +14,10 @@
 #define NPROTO 3
 #define MiB ((size_t)1 << 20)
 
-static const struct collx_tune_settings on = {.enabled = 1, .tree_max = 4 * MiB};
-static const struct collx_tune_settings off = {.enabled = 0, .tree_max = 4 * MiB};
+static const struct collx_tune_settings on = {.enabled = 1, .tree_max = 4 * MiB, .ll_max = 4 * MiB};
+static const struct collx_tune_settings off = {.enabled = 0, .tree_max = 4 * MiB, .ll_max = 4 * MiB};
+/* The shipped shape: Tree up to 4 MiB, Simple above 64 KiB. */
+static const struct collx_tune_settings simple = {.enabled = 1, .tree_max = 4 * MiB, .ll_max = 64 << 10};
 
 /* A table as NCCL could hand it over: distinct positive times, with the
  * combinations it rules out (CollNet, NVLS) already ignored. */
@@ -151,8 +153,49 @@ static void test_reasons(void) {
   CHECK(r && strstr(r, "one node"), "1 node: reason \"%s\"", r ? r : "(none)");
 }
 
+/* Above ll_max Tree keeps only Simple; at or below it Tree keeps every
+ * protocol; and when Simple is not NCCL's to pick, LL stays. */
+static void test_simple_above_ll_max(void) {
+  float t[NALGO * NPROTO], orig[NALGO * NPROTO];
+  fill(t);
+  memcpy(orig, t, sizeof t);
+  int changed = collx_tune_allreduce(&simple, 4, 4, ncclFuncAllReduce, 128 << 10, t, NALGO, NPROTO);
+  CHECK(changed == 1, "128 KiB over ll_max: reported %d, want 1", changed);
+  CHECK(t[NCCL_ALGO_TREE * NPROTO + NCCL_PROTO_LL] == NCCL_ALGO_PROTO_IGNORE &&
+            t[NCCL_ALGO_TREE * NPROTO + NCCL_PROTO_LL128] == NCCL_ALGO_PROTO_IGNORE,
+        "128 KiB over ll_max: Tree LL/LL128 left at %g/%g",
+        (double)t[NCCL_ALGO_TREE * NPROTO + NCCL_PROTO_LL],
+        (double)t[NCCL_ALGO_TREE * NPROTO + NCCL_PROTO_LL128]);
+  CHECK(t[NCCL_ALGO_TREE * NPROTO + NCCL_PROTO_SIMPLE] == orig[NCCL_ALGO_TREE * NPROTO + NCCL_PROTO_SIMPLE],
+        "128 KiB over ll_max: Tree Simple changed");
+  CHECK(t[NCCL_ALGO_RING * NPROTO + NCCL_PROTO_SIMPLE] == NCCL_ALGO_PROTO_IGNORE,
+        "128 KiB over ll_max: Ring left");
+
+  fill(t);
+  collx_tune_allreduce(&simple, 4, 4, ncclFuncAllReduce, 64 << 10, t, NALGO, NPROTO);
+  CHECK(same(t, orig, NPROTO), "64 KiB (ll_max itself): Tree protocols changed");
+
+  /* NCCL_PROTO=LL: Tree Simple already ignored, so LL must stay. */
+  fill(t);
+  t[NCCL_ALGO_TREE * NPROTO + NCCL_PROTO_SIMPLE] = NCCL_ALGO_PROTO_IGNORE;
+  collx_tune_allreduce(&simple, 4, 4, ncclFuncAllReduce, MiB, t, NALGO, NPROTO);
+  CHECK(t[NCCL_ALGO_TREE * NPROTO + NCCL_PROTO_LL] == orig[NCCL_ALGO_TREE * NPROTO + NCCL_PROTO_LL],
+        "no Tree Simple to pick: Tree LL was ignored");
+
+  /* A table already Tree+Simple only reports no change. */
+  fill(t);
+  for (int i = 0; i < NALGO * NPROTO; i++)
+    if (i != NCCL_ALGO_TREE * NPROTO + NCCL_PROTO_SIMPLE) t[i] = NCCL_ALGO_PROTO_IGNORE;
+  changed = collx_tune_allreduce(&simple, 4, 4, ncclFuncAllReduce, MiB, t, NALGO, NPROTO);
+  CHECK(changed == 0, "table already Tree+Simple only: reported %d, want 0", changed);
+
+  /* Over tree_max nothing is touched, Simple rule included. */
+  check_unchanged("8 MiB with ll_max 64 KiB", &simple, 4, 4, ncclFuncAllReduce, 8 * MiB);
+}
+
 int main(void) {
   test_policy();
+  test_simple_above_ll_max();
   test_tree_ignored();
   test_already_tree_only();
   test_shapes();

@@ -60,8 +60,10 @@ static ncclResult_t t_get(void *ctx, float *t, int *nchannels) {
 static ncclResult_t t_fini(void *ctx) { return tuner6 ? tuner6->finalize(ctx) : tuner4->destroy(ctx); }
 
 /* One init / getCollInfo (all-reduce, 1 MiB) / destroy round; returns how
- * many non-Tree entries were left for NCCL to pick, or -1 on an error. */
-static int round_trip(size_t nranks, size_t nnodes) {
+ * many non-Tree entries were left for NCCL to pick, or -1 on an error.
+ * Tree's Simple entry always stays; its LL and LL128 entries stay only
+ * when `tree_ll_kept` (the policy idle, or 1 MiB within COLLX_TUNER_LL_MAX). */
+static int round_trip(size_t nranks, size_t nnodes, int tree_ll_kept) {
   void *ctx = NULL;
   float t[NALGO * NPROTO];
   int nchannels = 0;
@@ -72,8 +74,11 @@ static int round_trip(size_t nranks, size_t nnodes) {
   CHECK(nchannels == 0, "nChannels set to %d; collx leaves it to NCCL", nchannels);
   int left = 0;
   for (int i = NPROTO; i < NALGO * NPROTO; i++) left += t[i] != NCCL_ALGO_PROTO_IGNORE;
-  for (int p = 0; p < NPROTO; p++)
-    CHECK(t[p] == 1.0f + (float)p, "Tree entry %d changed to %g", p, (double)t[p]);
+  for (int p = 0; p < NPROTO; p++) {
+    float want = p == NCCL_PROTO_SIMPLE || tree_ll_kept ? 1.0f + (float)p : NCCL_ALGO_PROTO_IGNORE;
+    CHECK(t[p] == want, "%zu ranks on %zu nodes: Tree entry %d is %g, want %g", nranks, nnodes, p,
+          (double)t[p], (double)want);
+  }
   if (t_fini(ctx) != ncclSuccess || res != ncclSuccess) return -1;
   return left;
 }
@@ -81,24 +86,30 @@ static int round_trip(size_t nranks, size_t nnodes) {
 /* The policy's cases, through whichever table is under test. */
 static void check_table(const char *label) {
   printf("%s\n", label);
-  int left = round_trip(2, 2);
+  int left = round_trip(2, 2, 0);
   CHECK(left == 0, "2 ranks on 2 nodes, 1 MiB all-reduce: %d non-Tree entries left", left);
-  CHECK(strstr(last_info, "2 ranks on 2 nodes, all-reduce up to 4194304 bytes uses Tree"),
+  CHECK(strstr(last_info, "2 ranks on 2 nodes, all-reduce up to 4194304 bytes uses Tree, with Simple "
+                          "above 65536 bytes"),
         "init logged \"%s\"", last_info);
 
-  left = round_trip(8, 2);
+  setenv("COLLX_TUNER_LL_MAX", "1048576", 1);
+  left = round_trip(2, 2, 1);
+  CHECK(left == 0, "COLLX_TUNER_LL_MAX=1048576: %d non-Tree entries left", left);
+  unsetenv("COLLX_TUNER_LL_MAX");
+
+  left = round_trip(8, 2, 1);
   CHECK(left == NALGO * NPROTO - NPROTO, "8 ranks on 2 nodes: table changed (%d left)", left);
   CHECK(strstr(last_info, "NCCL tunes alone"), "8 ranks on 2 nodes: init logged \"%s\"",
         last_info);
 
   setenv("COLLX_TUNER", "0", 1);
-  left = round_trip(2, 2);
+  left = round_trip(2, 2, 1);
   CHECK(left == NALGO * NPROTO - NPROTO, "COLLX_TUNER=0: table changed (%d left)", left);
   CHECK(strstr(last_info, "COLLX_TUNER=0"), "COLLX_TUNER=0: init logged \"%s\"", last_info);
   unsetenv("COLLX_TUNER");
 
   setenv("COLLX_TUNER_TREE_MAX", "65536", 1);
-  left = round_trip(2, 2);
+  left = round_trip(2, 2, 1);
   CHECK(left == NALGO * NPROTO - NPROTO, "COLLX_TUNER_TREE_MAX=65536, 1 MiB: table changed");
   CHECK(strstr(last_info, "up to 65536 bytes"), "COLLX_TUNER_TREE_MAX=65536: init logged \"%s\"",
         last_info);
@@ -110,6 +121,7 @@ static void check_table(const char *label) {
 int main(void) {
   unsetenv("COLLX_TUNER");
   unsetenv("COLLX_TUNER_TREE_MAX");
+  unsetenv("COLLX_TUNER_LL_MAX");
   void *h = dlopen("./.libs/libnccl-net-collx.so", RTLD_NOW | RTLD_LOCAL);
   tuner4 = h ? dlsym(h, "ncclTunerPlugin_v4") : NULL;
   const ncclTuner_v6_t *v6 = h ? dlsym(h, "ncclTunerPlugin_v6") : NULL;
