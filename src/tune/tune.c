@@ -25,17 +25,20 @@ static int tree_usable(const float *table, int nproto) {
   return 0;
 }
 
+/* Mark one entry ignored; returns whether it was not already. */
+static int ignore_entry(float *e) {
+  int changed = *e != NCCL_ALGO_PROTO_IGNORE;
+  *e = NCCL_ALGO_PROTO_IGNORE;
+  return changed;
+}
+
 /* Mark every entry of every algorithm but Tree as ignored; returns whether
  * any entry changed. */
 static int ignore_all_but_tree(float *table, int nalgo, int nproto) {
   int changed = 0;
   for (int a = 0; a < nalgo; a++) {
     if (a == NCCL_ALGO_TREE) continue;
-    for (int p = 0; p < nproto; p++) {
-      float *e = &table[a * nproto + p];
-      if (*e != NCCL_ALGO_PROTO_IGNORE) changed = 1;
-      *e = NCCL_ALGO_PROTO_IGNORE;
-    }
+    for (int p = 0; p < nproto; p++) changed |= ignore_entry(&table[a * nproto + p]);
   }
   return changed;
 }
@@ -49,12 +52,8 @@ static int ignore_tree_ll(float *table, int nproto) {
   if (nproto <= NCCL_PROTO_SIMPLE || table[NCCL_ALGO_TREE * nproto + NCCL_PROTO_SIMPLE] < 0.0f)
     return 0;
   int changed = 0;
-  for (int p = 0; p < nproto; p++) {
-    if (p == NCCL_PROTO_SIMPLE) continue;
-    float *e = &table[NCCL_ALGO_TREE * nproto + p];
-    if (*e != NCCL_ALGO_PROTO_IGNORE) changed = 1;
-    *e = NCCL_ALGO_PROTO_IGNORE;
-  }
+  for (int p = 0; p < nproto; p++)
+    if (p != NCCL_PROTO_SIMPLE) changed |= ignore_entry(&table[NCCL_ALGO_TREE * nproto + p]);
   return changed;
 }
 
