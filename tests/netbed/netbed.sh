@@ -134,6 +134,15 @@ netbed_bytes() { # bed host nic tx|rx
   ip netns exec "$(netbed_ns "$1" "$2")" cat "/sys/class/net/eth$3/statistics/$4_bytes" 2>/dev/null || echo 0
 }
 
+# For a failed case of a test: the last lines of both ends' logs
+# (DIR/LABEL.cli and .srv), and any sanitizer report whole (an end that
+# exits 66 under the CI's TSan stage has reported one).
+netbed_show() { # dir label
+  tail -4 "$1/$2.cli" | sed 's/^/    client: /'
+  tail -4 "$1/$2.srv" | sed 's/^/    server: /'
+  sed -n '/^WARNING: .*Sanitizer/,/^SUMMARY: /p; /^ERROR: .*Sanitizer/,/^SUMMARY: /p' "$1/$2.cli" "$1/$2.srv" | head -80
+}
+
 # For the tests of the bed: skip (exit 77) where no bed can be made, fail
 # when collx-perf ($1) is missing, and clear the settings a caller's
 # environment could bring in.

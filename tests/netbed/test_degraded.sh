@@ -62,7 +62,7 @@ run() {
   wait "$srv"; src=$?; srv=
   bw=$(awk '$1 == 1048576 && NF >= 3 {v = $3} END {print v + 0}' "$tmp/$label.cli")
 }
-show() { tail -4 "$tmp/$1.cli" | sed 's/^/    client: /'; tail -4 "$tmp/$1.srv" | sed 's/^/    server: /'; }
+show() { netbed_show "$tmp" "$1"; }
 slow_warns() { grep -c "drains only" "$tmp/$1.$2"; }
 
 merged=(COLLX_IFNAME==eth0,eth1 COLLX_MERGE=eth0+eth1)

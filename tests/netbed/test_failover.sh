@@ -72,7 +72,7 @@ run() {
   after0=$(($(netbed_bytes "$bed" 1 0 tx) - b0)) after1=$(($(netbed_bytes "$bed" 1 1 tx) - b1))
 }
 after_bytes() { if [ "$1" -eq 0 ]; then echo "$after0"; else echo "$after1"; fi; }
-show() { tail -4 "$tmp/$1.cli" | sed 's/^/    client: /'; tail -4 "$tmp/$1.srv" | sed 's/^/    server: /'; }
+show() { netbed_show "$tmp" "$1"; }
 warns() { cat "$tmp/$1.cli" "$tmp/$1.srv" | grep -c "lost the path" ; }
 
 merged=(COLLX_IFNAME==eth0,eth1 COLLX_MERGE=eth0+eth1 COLLX_FAILOVER_MS=1000)

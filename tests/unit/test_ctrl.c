@@ -552,6 +552,33 @@ static void test_slot_comes_back(void) {
   bed_close(&b);
 }
 
+/* Records one socket has taken whole and the other only in part leave the
+ * queue at the next record queued; the RESUME of a slot coming back still
+ * names every byte written, or the peer would take that many bytes of the
+ * copy for ones it has read and, at its next switch, skip them unread. */
+static void test_resume_counts_records_already_dropped(void) {
+  role_reset();
+  struct bed b = bed_open(&receiver_ops, 1);
+  const uint32_t rec = sizeof(struct wire_ctrl);
+  budget[b.k->fd[1]] = 5 * rec; /* the spare's path is slow: it takes half */
+  queue_records(&b, 0, 10);
+  queue_records(&b, 10, 20); /* drops the 5 both sockets have from the queue */
+  budget[b.k->fd[1]] = -1;
+  tcp_ctrl_pump(b.k);
+  CHECK(far_records(b.peer[0], 0, 20) && far_records(b.peer[1], 0, 20), "20 records on both sockets");
+  tcp_ctrl_lose(b.k, 0, "test: path lost");
+  close(b.peer[0]);
+  int near2, far2;
+  tcp_pair(&near2, &far2);
+  b.peer[0] = far2;
+  CHECK(tcp_ctrl_rejoin(b.k, 0, near2) == 1, "slot 0 is back");
+  struct wire_ctrl resume;
+  CHECK(recv(far2, &resume, sizeof resume, MSG_WAITALL) == (ssize_t)sizeof resume && resume.type == WIRE_RESUME &&
+            resume.e[0].size == 20 * rec,
+        "its RESUME names byte %u, every record written (%llu)", 20 * rec, (unsigned long long)resume.e[0].size);
+  bed_close(&b);
+}
+
 /* A slot comes back only between messages: not while an item is half
  * written. */
 static void test_slot_waits_for_a_boundary(void) {
@@ -639,6 +666,7 @@ int main(void) {
     test_owed_at_unlock();
     test_end_of_stream();
     test_slot_comes_back();
+    test_resume_counts_records_already_dropped();
     test_slot_waits_for_a_boundary();
   }
   test_peeked_until_the_next_read();

@@ -117,6 +117,8 @@ int tcp_ctrl_queue(struct tcp_ctrl *k, const struct wire_ctrl *m) {
   if (k->tx_dead) return -1;
   size_t written = records_written(k);
   if (written > 0) {
+    /* Written whole: counted into the stream's position as they leave. */
+    k->tx_pos += written;
     memmove(k->tx, k->tx + written, k->tx_len - written);
     k->tx_len -= written;
     for (int w = 0; w < 2; w++) k->tx_done[w] = k->tx_done[w] > written ? k->tx_done[w] - written : 0;
@@ -434,6 +436,7 @@ int tcp_ctrl_rejoin(struct tcp_ctrl *k, int which, int fd) {
     return 0;
   }
   int rc = -1;
+  uint64_t from = k->tx_pos; /* read under the lock: the writer moves it */
   if (write_resume(k, fd) == 0) {
     close(k->fd[which]);
     k->fd[which] = fd;
@@ -456,7 +459,7 @@ int tcp_ctrl_rejoin(struct tcp_ctrl *k, int which, int fd) {
   pthread_mutex_unlock(&k->tx_lock);
   if (rc == 1)
     COLLX_INFO(COLLX_LOG_NET, "%s connection with %s on device %s: control socket %d is back (from byte %llu)",
-               k->comm->role->name, k->comm->peer, k->comm->devname, which, (unsigned long long)k->tx_pos);
+               k->comm->role->name, k->comm->peer, k->comm->devname, which, (unsigned long long)from);
   return rc;
 }
 
