@@ -579,6 +579,34 @@ static void test_resume_counts_records_already_dropped(void) {
   bed_close(&b);
 }
 
+/* A slot comes back only once the other socket's bytes are all
+ * acknowledged by the peer's kernel: those written while the slot was gone
+ * are on that socket alone, and would be lost should its path go next. */
+static void test_slot_waits_for_the_other_acknowledged(void) {
+  role_reset();
+  struct bed b = bed_open(&receiver_ops, 1);
+  tcp_ctrl_lose(b.k, 0, "test: path lost");
+  close(b.peer[0]);
+  /* The peer reads nothing: bytes stay queued, unacknowledged, on socket 1
+   * (raw bytes: only the rejoin's answer is looked at). */
+  static char junk[64 * 1024];
+  size_t queued = 0;
+  ssize_t n;
+  while ((n = send(b.k->fd[1], junk, sizeof junk, MSG_DONTWAIT)) > 0) queued += (size_t)n;
+  int near2, far2;
+  tcp_pair(&near2, &far2);
+  b.peer[0] = far2;
+  CHECK(tcp_ctrl_rejoin(b.k, 0, near2) == 0 && !tcp_ctrl_live(b.k, 0),
+        "no rejoin while socket 1 holds bytes the peer has not acknowledged (%zu queued)", queued);
+  static char sink[64 * 1024];
+  size_t got = 0;
+  while (got < queued && (n = recv(b.peer[1], sink, sizeof sink, 0)) > 0) got += (size_t)n;
+  int tries = 0;
+  while (sock_outq(b.k->fd[1]) > 0 && ++tries < 200) usleep(1000);
+  CHECK(tcp_ctrl_rejoin(b.k, 0, near2) == 1, "once the peer has them all, slot 0 is back");
+  bed_close(&b);
+}
+
 /* A slot comes back only between messages: not while an item is half
  * written. */
 static void test_slot_waits_for_a_boundary(void) {
@@ -667,6 +695,7 @@ int main(void) {
     test_end_of_stream();
     test_slot_comes_back();
     test_resume_counts_records_already_dropped();
+    test_slot_waits_for_the_other_acknowledged();
     test_slot_waits_for_a_boundary();
   }
   test_peeked_until_the_next_read();

@@ -430,8 +430,14 @@ static int write_resume(struct tcp_ctrl *k, int fd) {
 int tcp_ctrl_rejoin(struct tcp_ctrl *k, int which, int fd) {
   if (!k->spare || is_live(k, which)) return -1;
   if (tcp_ctrl_trylock(k) != 0) return 0;
-  /* Between messages only, so that the socket starts on a boundary. */
-  if (tcp_ctrl_flush(k) != 0 || k->tx_dead || pthread_mutex_trylock(&k->rx_lock) != 0) {
+  /* Between messages only, so that the socket starts on a boundary; and
+   * once the peer's kernel has acknowledged all the other socket carries.
+   * Bytes written while this one was gone are on that one alone, and the
+   * RESUME names the byte after them: were they still in flight when the
+   * other's path went next, the peer would never get them.  Acknowledged,
+   * they wait in its kernel, which its reader empties before any switch. */
+  if (tcp_ctrl_flush(k) != 0 || k->tx_dead || sock_outq(k->fd[!which]) > 0 ||
+      pthread_mutex_trylock(&k->rx_lock) != 0) {
     pthread_mutex_unlock(&k->tx_lock);
     return 0;
   }
