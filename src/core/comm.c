@@ -138,7 +138,12 @@ ncclResult_t collx_test(void *request, int *done, size_t *sizes) {
   ncclResult_t res = collx_transport()->test(request, done, sizes);
   /* Done or failed, the request is over: its events stop before NCCL can
    * post a new one into the same slot. */
-  if (collx_prof_any_live() && (*done || res != ncclSuccess)) collx_prof_ended(request);
+  if (collx_prof_any_live()) {
+    if (*done || res != ncclSuccess)
+      collx_prof_ended(request);
+    else
+      collx_prof_progress(request);
+  }
   return res;
 }
 

@@ -24,6 +24,10 @@
 /* Requests outstanding per comm. */
 #define COLLX_MAX_REQUESTS NCCL_NET_MAX_REQUESTS
 
+/* Streams whose part in a message is reported to NCCL's profiler: the
+ * first seven, since NCCL's example profiler keeps eight network events per
+ * proxy step, and the message's own event is one. */
+#define COLLX_PART_STREAMS 7
 /* What an opaque pointer handed in by NCCL is. */
 enum collx_obj_kind { COLLX_OBJ_NONE, COLLX_OBJ_SEND, COLLX_OBJ_RECV, COLLX_OBJ_LISTEN, COLLX_OBJ_REQ };
 
@@ -64,6 +68,15 @@ struct collx_transport {
   int (*live_threads)(void);
   /* After init: 1 when the callers of isend/irecv/test do the socket I/O. */
   int (*caller_progress)(void);
+  /* Which streams carry a request's messages, for NCCL's profiler
+   * (core/profiler.c).  watch_parts: record it for this request and every
+   * one posted from now on (a profiler is loaded; until then the transport
+   * spends nothing on it).  parts, for message `msg` of the
+   * request: bit s of *began, stream s (below COLLX_PART_STREAMS) has taken
+   * bytes of it, and fds[s] is that stream's socket; of *through, stream s
+   * has none of it in hand and none is left for it to take. */
+  void (*watch_parts)(void *request);
+  void (*parts)(void *request, int msg, uint32_t *began, uint32_t *through, int fds[COLLX_PART_STREAMS]);
 };
 
 /* The transports built into the plugin; core picks one at init. */

@@ -3,7 +3,8 @@
  * to a profiler plugin under the proxy step the handle points to; this one
  * checks instead that the plugin kept NCCL's rules: handles passed back as
  * given, the socket descriptor of the message, every start stopped once,
- * in time.
+ * in time, and no more events under one handle than NCCL's example
+ * profiler keeps for a proxy step.
  */
 #include "prof.h"
 
@@ -19,6 +20,10 @@
 #define TOKEN_MAGIC 0x70726f66746f6b31ull /* "proftok1" */
 #define EVENT_MAGIC 0x70726f666576656eull /* "profeven" */
 
+/* Network events NCCL's example profiler keeps per proxy step: the
+ * message's (fd -1) and one per stream carrying part of it. */
+#define EVENTS_PER_HANDLE 8
+
 /* One message posted with a handle: the handle is its address. */
 struct token {
   uint64_t magic;
@@ -26,7 +31,7 @@ struct token {
   size_t len;
   void *comm, *req;
   int posted, starts;
-  struct event *ev;
+  struct event *ev[EVENTS_PER_HANDLE]; /* ev[0] the message's */
 };
 
 /* One event the plugin started: the *eHandle it gets back. */
@@ -44,7 +49,10 @@ static size_t nlive, caplive;
  * the ones alive at exit for leaks. */
 static struct event **events;
 static size_t nevents, capevents;
-static long n_started, n_stopped, n_posted;
+static long n_started, n_stopped, n_posted, n_parts;
+/* Messages of a MiB or more done, and those of them with no stream's part
+ * shown: all of them would mean the per-stream events are missing. */
+static long n_large_done, n_large_bare;
 static int n_bad;
 static char first_bad[3][256];
 
@@ -91,6 +99,9 @@ static void check_descr(const struct token *t, int64_t id, const void *ext) {
   else if (d->type != ncclProfileSocket || d->sock.op != t->op || d->sock.length != t->len)
     violation("%s of %zu bytes: descriptor type %d op %d length %zu", op_name(t->op), t->len, d->type,
               d->sock.op, d->sock.length);
+  else if ((t->starts == 0) != (d->sock.fd == -1))
+    violation("%s of %zu bytes: event %d with fd %d (the first is the message's, fd -1; then streams' sockets)",
+              op_name(t->op), t->len, t->starts + 1, d->sock.fd);
 }
 
 static void on_start(void **eh, void *ph, int64_t id, void *ext) {
@@ -101,7 +112,13 @@ static void on_start(void **eh, void *ph, int64_t id, void *ext) {
   }
   n_started++;
   check_descr(t, id, ext);
-  if (++t->starts > 1) violation("%s of %zu bytes: started %d times", op_name(t->op), t->len, t->starts);
+  if (t->starts > 0 && (!t->ev[0] || t->ev[0]->stops))
+    violation("%s of %zu bytes: a stream's event started outside the message's", op_name(t->op), t->len);
+  if (t->starts >= EVENTS_PER_HANDLE) {
+    violation("%s of %zu bytes: more than %d events under one handle", op_name(t->op), t->len, EVENTS_PER_HANDLE);
+    return;
+  }
+  n_parts += t->starts > 0;
   if (nevents == capevents) {
     size_t cap = capevents ? capevents * 2 : 256;
     struct event **grown = realloc(events, cap * sizeof *grown);
@@ -113,7 +130,7 @@ static void on_start(void **eh, void *ph, int64_t id, void *ext) {
   if (!e) return;
   events[nevents++] = e;
   *e = (struct event){.magic = EVENT_MAGIC, .tok = t};
-  t->ev = e;
+  t->ev[t->starts++] = e;
   *eh = e;
 }
 
@@ -126,6 +143,11 @@ static void on_stop(void **eh) {
   n_stopped++;
   if (++e->stops > 1) violation("an event stopped %d times", e->stops);
   else if (!e->tok) violation("an event stopped after test had reported its request over");
+  else if (e == e->tok->ev[0])
+    for (int k = 1; k < e->tok->starts; k++)
+      if (e->tok->ev[k] && !e->tok->ev[k]->stops)
+        violation("%s of %zu bytes: its event stopped before a stream's part in it", op_name(e->tok->op),
+                  e->tok->len);
 }
 
 static ncclResult_t record(void **eh, int type, void *ph, int64_t id, void *ext) {
@@ -141,12 +163,18 @@ static ncclResult_t record(void **eh, int type, void *ph, int64_t id, void *ext)
 /* The request of token i is over: judge it and drop it from the live set. */
 static void end_token(size_t i, const char *how) {
   struct token *t = live[i];
-  if (t->posted && t->starts != 1)
-    violation("%s of %zu bytes %s with %d start events (expected 1)", op_name(t->op), t->len, how, t->starts);
-  else if (t->ev && t->ev->stops != 1)
-    violation("%s of %zu bytes %s with its event stopped %d times (expected 1)", op_name(t->op), t->len, how,
-              t->ev->stops);
-  if (t->ev) t->ev->tok = NULL;
+  if (t->posted && t->starts < 1)
+    violation("%s of %zu bytes %s with no start event", op_name(t->op), t->len, how);
+  for (int k = 0; k < t->starts; k++) {
+    if (t->ev[k] && t->ev[k]->stops != 1)
+      violation("%s of %zu bytes %s with its event %d stopped %d times (expected 1)", op_name(t->op), t->len, how,
+                k, t->ev[k]->stops);
+    if (t->ev[k]) t->ev[k]->tok = NULL;
+  }
+  if (t->posted && t->len >= (1 << 20) && !strcmp(how, "done")) {
+    n_large_done++;
+    n_large_bare += t->starts < 2;
+  }
   t->magic = 0;
   free(t);
   live[i] = live[--nlive];
@@ -200,12 +228,15 @@ void hx_prof_counts(long *started, long *stopped, long *posted) {
 
 int hx_prof_verdict(void) {
   pthread_mutex_lock(&lock);
+  if (n_large_done > 0 && n_large_bare == n_large_done)
+    violation("none of the %ld messages of 1 MiB or more done showed a stream's part", n_large_done);
   int bad = n_bad;
   for (int i = 0; i < bad && i < 3; i++) hx_fail("profiler events: %s", first_bad[i]);
   if (bad > 3) hx_fail("profiler events: %d more violations", bad - 3);
   if (n_posted > 0 && hx_verbose)
-    hx_note("profiler events: %ld messages posted, %ld events started, %ld stopped", n_posted, n_started,
-            n_stopped);
+    hx_note("profiler events: %ld messages posted, %ld events started (%ld of them streams' parts, %ld of %ld "
+            "messages of 1 MiB or more without one), %ld stopped", n_posted, n_started, n_parts, n_large_bare,
+            n_large_done, n_stopped);
   pthread_mutex_unlock(&lock);
   return bad;
 }

@@ -96,15 +96,26 @@ void tcp_comm_heard(struct tcp_comm_base *c) {
 
 /* ---- requests --------------------------------------------------------------- */
 
+atomic_int tcp_parts_watched;
+
 void tcp_req_activate(struct tcp_req *r) {
   r->state = REQ_ACTIVE;
   atomic_store(&r->error, ncclSuccess);
+  atomic_store(&r->watched, atomic_load_explicit(&tcp_parts_watched, memory_order_relaxed));
   atomic_fetch_add(&r->comm->active_reqs, 1);
 }
 
 void tcp_req_retire(struct tcp_req *r) {
   r->state = REQ_FREE;
   atomic_fetch_sub(&r->comm->active_reqs, 1);
+}
+
+void tcp_parts_report(struct tcp_parts *p, int rest, uint32_t *began, uint32_t *through, int *fds) {
+  *began = atomic_load_explicit(&p->began, memory_order_acquire);
+  uint32_t holding = atomic_load_explicit(&p->holding, memory_order_acquire);
+  *through = rest ? 0 : *began & ~holding;
+  for (int s = 0; s < COLLX_PART_STREAMS; s++)
+    fds[s] = *began >> s & 1 ? atomic_load_explicit(&p->fd[s], memory_order_relaxed) : -1;
 }
 
 /* ---- quarantine ------------------------------------------------------------ */

@@ -62,7 +62,45 @@ struct tcp_req {
   struct tcp_comm_base *comm;
   uint32_t seq;
   _Atomic int error;      /* ncclResult_t for this request */
+  atomic_int watched;     /* a profiler watches its streams (struct tcp_parts) */
 };
+
+/* Which streams carry a message (a send, or a receive's entry), for
+ * NCCL's profiler: kept only while the request is watched, so that an
+ * unwatched one pays a branch per chunk.  A stream sets its bit in both
+ * masks as it takes a chunk of the message and clears it from `holding`
+ * once it has let go of that chunk. */
+struct tcp_parts {
+  _Atomic uint32_t began, holding;
+  atomic_int fd[COLLX_PART_STREAMS];
+};
+
+/* A profiler is loaded: every request posted from now on is watched. */
+extern atomic_int tcp_parts_watched;
+
+static inline void tcp_parts_reset(struct tcp_parts *p) {
+  atomic_store_explicit(&p->began, 0, memory_order_relaxed);
+  atomic_store_explicit(&p->holding, 0, memory_order_relaxed);
+}
+
+static inline int tcp_req_watched(const struct tcp_req *r) {
+  return atomic_load_explicit(&((struct tcp_req *)r)->watched, memory_order_relaxed);
+}
+
+static inline void tcp_parts_take(struct tcp_parts *p, int stream, int fd) {
+  if (stream >= COLLX_PART_STREAMS) return;
+  atomic_store_explicit(&p->fd[stream], fd, memory_order_relaxed);
+  atomic_fetch_or_explicit(&p->holding, 1u << stream, memory_order_relaxed);
+  atomic_fetch_or_explicit(&p->began, 1u << stream, memory_order_release);
+}
+
+static inline void tcp_parts_let_go(struct tcp_parts *p, int stream) {
+  if (stream < COLLX_PART_STREAMS) atomic_fetch_and_explicit(&p->holding, ~(1u << stream), memory_order_release);
+}
+
+/* The report of a message's parts (collx_transport's parts); `rest`: no
+ * part of it is left for a stream to take. */
+void tcp_parts_report(struct tcp_parts *p, int rest, uint32_t *began, uint32_t *through, int *fds);
 
 /* One data stream.  What it carries in progress is the role's
  * (tcp_send_stream, tcp_recv_stream, at the same index). */
@@ -103,6 +141,9 @@ struct tcp_comm_role {
    * Caller holds s->lock. */
   void (*stream_reset)(struct tcp_stream *s);
   ncclResult_t (*test)(struct tcp_req *r, int *done, size_t *sizes);
+  /* The parts of message msg of r, and whether any is left to take
+   * (collx_transport's parts). */
+  struct tcp_parts *(*parts)(struct tcp_req *r, int msg, int *rest);
 };
 
 /* Where a new comm's sockets come from (connection setup). */

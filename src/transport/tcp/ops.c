@@ -60,6 +60,18 @@ static enum collx_obj_kind ops_kind(const void *p) {
   return COLLX_OBJ_NONE;
 }
 
+static void ops_watch_parts(void *request) {
+  atomic_store_explicit(&tcp_parts_watched, 1, memory_order_relaxed);
+  atomic_store_explicit(&((struct tcp_req *)request)->watched, 1, memory_order_relaxed);
+}
+
+static void ops_parts(void *request, int msg, uint32_t *began, uint32_t *through, int fds[COLLX_PART_STREAMS]) {
+  struct tcp_req *r = request;
+  int rest = 1;
+  struct tcp_parts *p = r->comm->role->parts(r, msg, &rest);
+  tcp_parts_report(p, rest, began, through, fds);
+}
+
 static int ops_comm_dev(const void *comm) { return ((const struct tcp_comm_base *)comm)->dev; }
 static int ops_live_threads(void) { return atomic_load(&tcp_live_threads); }
 
@@ -80,4 +92,6 @@ const struct collx_transport collx_tcp_transport = {
     .comm_dev = ops_comm_dev,
     .live_threads = ops_live_threads,
     .caller_progress = tcp_caller_progress,
+    .watch_parts = ops_watch_parts,
+    .parts = ops_parts,
 };

@@ -34,14 +34,17 @@ static struct tcp_recv_req *recv_req_of(struct tcp_req *r) { return (struct tcp_
 
 /* The stream reads a chunk into r's buffers: r is not done before it lets
  * go. */
-static void rx_hold(struct tcp_recv_stream *t, struct tcp_recv_req *r) {
+static void rx_hold(struct tcp_recv_comm *c, struct tcp_recv_stream *t, struct tcp_recv_req *r) {
   atomic_fetch_add_explicit(&r->readers, 1, memory_order_relaxed);
   t->req = r;
+  int i = (int)(t - c->rx);
+  if (tcp_req_watched(&r->base)) tcp_parts_take(&r->e[t->hdr.idx].parts, i, c->base.streams[i].fd);
 }
 
-static void rx_let_go(struct tcp_recv_stream *t) {
+static void rx_let_go(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
   struct tcp_recv_req *r = t->req;
   t->req = NULL;
+  if (tcp_req_watched(&r->base)) tcp_parts_let_go(&r->e[t->hdr.idx].parts, (int)(t - c->rx));
   atomic_fetch_sub_explicit(&r->readers, 1, memory_order_release);
 }
 
@@ -51,7 +54,7 @@ static void chunk_finish(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
   struct wire_chunk *h = &t->hdr;
   if (tcp_entry_finish_chunk(c, t->req, h->idx, h->offset, h->len, h->total))
     tcp_recv_account(c, t->req, h->idx, h->len);
-  rx_let_go(t);
+  rx_let_go(c, t);
 }
 
 /* Failover: another copy of the chunk this stream is reading has finished
@@ -62,7 +65,7 @@ static int chunk_overtaken(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
       !tcp_entry_chunk_finished(c, t->req, h->idx, h->offset, h->len, h->total))
     return 0;
   t->skip = h->len - t->done;
-  rx_let_go(t);
+  rx_let_go(c, t);
   return 1;
 }
 
@@ -143,7 +146,7 @@ static int accept_header(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
   atomic_store_explicit(&e->total, (int64_t)h->total, memory_order_release);
   /* Messages come on the streams: CTS records go out at once again. */
   if (h->offset == 0) match_hold_stream_message(&c->hold);
-  rx_hold(t, r);
+  rx_hold(c, t, r);
   t->done = 0;
   if (h->len == 0) chunk_finish(c, t);
   return 0;
@@ -280,8 +283,9 @@ static int read_stream(struct tcp_stream *s, int small_only, size_t budget) {
 
 /* A stream with a new socket starts afresh.  Caller holds s->lock. */
 static void recv_stream_reset(struct tcp_stream *s) {
-  struct tcp_recv_stream *t = &recv_comm_of(s->comm)->rx[s->index];
-  if (t->req) rx_let_go(t);
+  struct tcp_recv_comm *c = recv_comm_of(s->comm);
+  struct tcp_recv_stream *t = &c->rx[s->index];
+  if (t->req) rx_let_go(c, t);
   t->done = 0;
   t->skip = 0;
   t->stage_pos = t->stage_len = 0;
@@ -420,6 +424,7 @@ static void req_fill(struct tcp_recv_req *r, uint32_t seq, int n, void **data, c
     r->match.tag[i] = tags ? tags[i] : 0;
     atomic_store(&r->e[i].received, 0);
     atomic_store(&r->e[i].total, -1);
+    tcp_parts_reset(&r->e[i].parts);
     chunk_track_reset(&r->e[i].track); /* released (freed) with its last receive */
   }
 }
@@ -584,6 +589,17 @@ static void recv_release(struct tcp_comm_base *b) {
   pthread_mutex_destroy(&c->done_lock);
 }
 
+/* A receive's entry: a part is left until chunks claimed cover it. */
+static struct tcp_parts *recv_parts(struct tcp_req *base, int msg, int *rest) {
+  struct tcp_recv_req *r = (struct tcp_recv_req *)base;
+  struct tcp_recv_comm *c = recv_comm_of(base->comm);
+  struct tcp_entry *e = &r->e[msg];
+  pthread_mutex_lock(&c->track_lock);
+  *rest = e->track.kind != CHUNK_STREAM || e->track.claimed < e->track.total;
+  pthread_mutex_unlock(&c->track_lock);
+  return &e->parts;
+}
+
 const struct tcp_comm_role tcp_recv_role = {
     .name = "receive",
     .sends = 0,
@@ -597,4 +613,5 @@ const struct tcp_comm_role tcp_recv_role = {
     .serve = recv_serve,
     .stream_reset = recv_stream_reset,
     .test = recv_test,
+    .parts = recv_parts,
 };

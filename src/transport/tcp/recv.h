@@ -26,6 +26,7 @@ struct tcp_entry {        /* one buffer of a (grouped) receive */
   _Atomic uint64_t received;
   _Atomic int64_t total;  /* -1 until the first chunk names it */
   struct chunk_track track; /* chunks claimed so far (comm->track_lock) */
+  struct tcp_parts parts;   /* which streams carry it, while watched */
 };
 
 #define TCP_ENTRIES_COUNT 0xffff

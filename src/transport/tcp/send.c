@@ -260,7 +260,10 @@ static int pick_dup(struct tcp_send_comm *c, int j, struct tcp_send_req **rp, si
 static void send_stream_reset(struct tcp_stream *s) {
   struct tcp_send_comm *c = send_comm_of(s->comm);
   struct tcp_send_stream *t = &c->tx[s->index];
-  if (t->req && !t->orphan) atomic_fetch_sub(&t->req->writers, 1);
+  if (t->req && !t->orphan) {
+    if (tcp_req_watched(&t->req->base)) tcp_parts_let_go(&t->req->parts, s->index);
+    atomic_fetch_sub(&t->req->writers, 1);
+  }
   t->req = NULL;
   t->dup = t->orphan = 0;
   t->done = 0;
@@ -432,6 +435,7 @@ static int take_chunk(struct tcp_send_comm *c, struct tcp_send_stream *t, int j)
      * already counts this writer. */
     atomic_fetch_add(&r->writers, 1);
     atomic_store(&t->busy, 1);
+    if (tcp_req_watched(&r->base)) tcp_parts_take(&r->parts, j, c->base.streams[j].fd);
   }
   pthread_mutex_unlock(&c->q_lock);
   if (!got) return 0;
@@ -460,6 +464,7 @@ static enum sock_io write_chunk(struct tcp_stream *s, struct tcp_send_stream *t)
   atomic_fetch_add_explicit(&t->wrote, t->done - before, memory_order_relaxed);
   if (io != SOCK_IO_DONE) return io;
   if (!t->orphan) {
+    if (tcp_req_watched(&t->req->base)) tcp_parts_let_go(&t->req->parts, s->index);
     if (!t->dup) atomic_fetch_add_explicit(&t->req->chunks_done, 1, memory_order_release);
     atomic_fetch_sub_explicit(&t->req->writers, 1, memory_order_release);
   }
@@ -630,6 +635,7 @@ static struct tcp_send_req *req_alloc(struct tcp_send_comm *c) {
   for (int i = 0; i < COLLX_MAX_REQUESTS; i++)
     if (c->reqs[i].base.state == REQ_FREE) {
       tcp_req_activate(&c->reqs[i].base);
+      tcp_parts_reset(&c->reqs[i].parts);
       return &c->reqs[i];
     }
   return NULL;
@@ -824,6 +830,7 @@ static void stragglers_adopt(struct tcp_send_comm *c, struct tcp_send_req *r) {
     }
     t->payload = t->own;
     t->orphan = 1;
+    if (tcp_req_watched(&r->base)) tcp_parts_let_go(&r->parts, i);
     if (!t->dup) atomic_fetch_add_explicit(&r->chunks_done, 1, memory_order_release);
     atomic_fetch_sub_explicit(&r->writers, 1, memory_order_release);
     pthread_mutex_unlock(&s->lock);
@@ -924,6 +931,17 @@ static void send_release(struct tcp_comm_base *b) {
   }
 }
 
+/* A send's one message: a part is left while a chunk waits in the queue. */
+static struct tcp_parts *send_parts(struct tcp_req *base, int msg, int *rest) {
+  struct tcp_send_req *r = (struct tcp_send_req *)base;
+  struct tcp_send_comm *c = send_comm_of(base->comm);
+  (void)msg;
+  pthread_mutex_lock(&c->q_lock);
+  *rest = !r->eager && r->chunks_left > 0;
+  pthread_mutex_unlock(&c->q_lock);
+  return &r->parts;
+}
+
 const struct tcp_comm_role tcp_send_role = {
     .name = "send",
     .sends = 1,
@@ -937,4 +955,5 @@ const struct tcp_comm_role tcp_send_role = {
     .serve = send_serve,
     .stream_reset = send_stream_reset,
     .test = send_test,
+    .parts = send_parts,
 };

@@ -46,6 +46,7 @@ struct tcp_send_req {
    * stragglers_adopt). */
   atomic_int writers;
   atomic_int dup_taken;   /* a chunk of it went out a second time (failover) */
+  struct tcp_parts parts; /* which streams carry it, while watched */
 };
 
 /* A chunk a stream wrote (or is writing) for a send not yet confirmed:
