@@ -9,10 +9,14 @@
  * Partial writes and write errors come from a sendmsg of this program's
  * own, which the library's socket helpers call instead of the C
  * library's: per socket, a budget of bytes it takes before it is full,
- * and an error to fail with.
+ * and an error to fail with.  Likewise an ioctl that can say how many
+ * bytes of a socket the peer has not acknowledged (SIOCOUTQ), which a
+ * loopback pair never leaves for long.
  */
 #include <arpa/inet.h>
 #include <dlfcn.h>
+#include <linux/sockios.h>
+#include <stdarg.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -33,9 +37,12 @@
 static long budget[SHIM_FDS];  /* bytes the socket still takes; -1 unlimited */
 static int fail_with[SHIM_FDS]; /* errno of the next sendmsg; 0 none */
 
+static long outq_fake[SHIM_FDS]; /* SIOCOUTQ's answer; -1 the kernel's */
+
 static void shim_reset(int fd) {
   budget[fd] = -1;
   fail_with[fd] = 0;
+  outq_fake[fd] = -1;
 }
 
 ssize_t sendmsg(int fd, const struct msghdr *m, int flags) {
@@ -64,6 +71,22 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int flags) {
   ssize_t got = real(fd, &cut, flags);
   if (got > 0) budget[fd] -= got;
   return got;
+}
+
+/* SIOCOUTQ's answer per socket (outq_fake, -1: the kernel's). */
+
+int ioctl(int fd, unsigned long req, ...) {
+  static int (*real)(int, unsigned long, ...);
+  if (!real) real = (int (*)(int, unsigned long, ...))dlsym(RTLD_NEXT, "ioctl");
+  va_list ap;
+  va_start(ap, req);
+  void *arg = va_arg(ap, void *);
+  va_end(ap);
+  if (req == SIOCOUTQ && fd >= 0 && fd < SHIM_FDS && outq_fake[fd] >= 0) {
+    *(int *)arg = (int)outq_fake[fd];
+    return 0;
+  }
+  return real(fd, req, arg);
 }
 
 /* ---- a comm to hold the channel, and socket pairs ------------------------- */
@@ -607,6 +630,71 @@ static void test_slot_waits_for_the_other_acknowledged(void) {
   bed_close(&b);
 }
 
+/* Records written while slot 0 was gone are on socket 1 alone; those the
+ * peer's kernel has not acknowledged there go again on slot 0 when it comes
+ * back, behind a RESUME naming the first of them, so that socket 1's path
+ * may go right after.  More than the history holds: the rejoin waits. */
+static void test_slot_back_with_the_unacknowledged_again(void) {
+  role_reset();
+  struct bed b = bed_open(&receiver_ops, 1);
+  const uint32_t rec = sizeof(struct wire_ctrl);
+  queue_records(&b, 0, 10);
+  CHECK(far_records(b.peer[0], 0, 10) && far_records(b.peer[1], 0, 10), "10 records on both sockets");
+  tcp_ctrl_lose(b.k, 0, "test: path lost");
+  close(b.peer[0]);
+  queue_records(&b, 10, 20);
+  CHECK(far_records(b.peer[1], 10, 20), "10 more on socket 1 alone");
+  int near2, far2;
+  tcp_pair(&near2, &far2);
+  b.peer[0] = far2;
+  outq_fake[b.k->fd[1]] = TCP_CTRL_HISTORY + 1;
+  CHECK(tcp_ctrl_rejoin(b.k, 0, near2) == 0, "no rejoin while socket 1 has more unacknowledged than the history");
+  outq_fake[b.k->fd[1]] = 3 * rec; /* records 17, 18 and 19 */
+  CHECK(tcp_ctrl_rejoin(b.k, 0, near2) == 1, "with 3 records unacknowledged, slot 0 is back");
+  outq_fake[b.k->fd[1]] = -1;
+  struct wire_ctrl resume;
+  CHECK(recv(far2, &resume, sizeof resume, MSG_WAITALL) == (ssize_t)sizeof resume && resume.type == WIRE_RESUME &&
+            resume.e[0].size == 17 * rec,
+        "its RESUME names byte %u, the first unacknowledged (%llu)", 17 * rec, (unsigned long long)resume.e[0].size);
+  CHECK(far_records(far2, 17, 20), "records 17..19 follow on it");
+  queue_records(&b, 20, 25);
+  CHECK(far_records(far2, 20, 25) && far_records(b.peer[1], 20, 25), "the next records go out on both");
+  bed_close(&b);
+}
+
+/* The socket read is given up while it still holds records the copy lacks
+ * (the peer wrote them before the copy came back, and its kernel had them
+ * acknowledged): the reader reads them there first, then switches. */
+static void test_switch_waits_for_what_only_the_first_holds(void) {
+  role_reset();
+  struct bed b = bed_open(&receiver_ops, 1);
+  const uint32_t rec = sizeof(struct wire_ctrl);
+  tcp_ctrl_lose(b.k, 1, "test: path lost");
+  close(b.peer[1]);
+  peer_send_records(&b, 0, 0, 10);
+  drain_until(&b, 10);
+  peer_send_records(&b, 0, 10, 15); /* arrived, not read yet */
+  int near2, far2;
+  tcp_pair(&near2, &far2);
+  b.peer[1] = far2;
+  CHECK(tcp_ctrl_rejoin(b.k, 1, near2) == 1, "slot 1 is back");
+  struct wire_ctrl resume = record(WIRE_RESUME, 0), ours;
+  CHECK(recv(far2, &ours, sizeof ours, MSG_WAITALL) == (ssize_t)sizeof ours, "our RESUME on it");
+  resume.n = 1;
+  resume.e[0].size = 15 * rec;
+  if (send(far2, &resume, sizeof resume, 0) != (ssize_t)sizeof resume) exit(2);
+  peer_send_records(&b, 1, 15, 20);
+  poll(NULL, 0, 20);
+  tcp_ctrl_watch(b.k, tcp_now()); /* reads the peer's RESUME */
+  CHECK(b.k->rd_other_pos == 15 * rec && b.k->rd_pos == 10 * rec, "the copy starts at byte %u, the reader is at %u",
+        15 * rec, 10 * rec);
+  tcp_ctrl_lose(b.k, 0, "test: path lost");
+  drain_until(&b, 20);
+  CHECK(seen_in_order(20) && b.k->rd == 1, "records 0..19 each once, 10..14 from the first (%d seen)", role.nseen);
+  CHECK(!tcp_comm_failed(b.comm), "no failure (%s)", b.comm->error_what);
+  bed_close(&b);
+}
+
 /* A slot comes back only between messages: not while an item is half
  * written. */
 static void test_slot_waits_for_a_boundary(void) {
@@ -696,6 +784,8 @@ int main(void) {
     test_slot_comes_back();
     test_resume_counts_records_already_dropped();
     test_slot_waits_for_the_other_acknowledged();
+    test_slot_back_with_the_unacknowledged_again();
+    test_switch_waits_for_what_only_the_first_holds();
     test_slot_waits_for_a_boundary();
   }
   test_peeked_until_the_next_read();

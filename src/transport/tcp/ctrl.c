@@ -15,6 +15,7 @@
 #include <linux/sockios.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -84,6 +85,36 @@ static enum sock_io send_both(struct tcp_ctrl *k, const void *hdr, size_t hlen, 
   return result;
 }
 
+/* ---- the writer's history ---------------------------------------------------- */
+
+/* Bytes just counted into tx_pos.  Kept only while a socket is given up:
+ * when both are in use, each has every byte. */
+static void hist_add(struct tcp_ctrl *k, const void *p, size_t n) {
+  if (!k->spare || atomic_load_explicit(&k->live, memory_order_relaxed) == 3) return;
+  if (!k->hist && !(k->hist = malloc(TCP_CTRL_HISTORY))) return; /* a rejoin then waits for every ack */
+  const char *b = p;
+  if (n > TCP_CTRL_HISTORY) {
+    b += n - TCP_CTRL_HISTORY;
+    n = TCP_CTRL_HISTORY;
+  }
+  size_t at = (size_t)((k->tx_pos - n) % TCP_CTRL_HISTORY), first = TCP_CTRL_HISTORY - at;
+  if (first > n) first = n;
+  memcpy(k->hist + at, b, first);
+  memcpy(k->hist, b + first, n - first);
+  k->hist_len = k->hist_len + n > TCP_CTRL_HISTORY ? TCP_CTRL_HISTORY : k->hist_len + n;
+}
+
+/* Count n bytes of the stream written whole (on every socket in use). */
+static void tx_advance(struct tcp_ctrl *k, const void *p, size_t n) {
+  k->tx_pos += n;
+  hist_add(k, p, n);
+}
+
+static void tx_advance_two(struct tcp_ctrl *k, const void *a, size_t alen, const void *b, size_t blen) {
+  tx_advance(k, a, alen);
+  tx_advance(k, b, blen);
+}
+
 /* ---- the writer ------------------------------------------------------------- */
 
 void tcp_ctrl_lock(struct tcp_ctrl *k) { pthread_mutex_lock(&k->tx_lock); }
@@ -118,7 +149,7 @@ int tcp_ctrl_queue(struct tcp_ctrl *k, const struct wire_ctrl *m) {
   size_t written = records_written(k);
   if (written > 0) {
     /* Written whole: counted into the stream's position as they leave. */
-    k->tx_pos += written;
+    tx_advance(k, k->tx, written);
     memmove(k->tx, k->tx + written, k->tx_len - written);
     k->tx_len -= written;
     for (int w = 0; w < 2; w++) k->tx_done[w] = k->tx_done[w] > written ? k->tx_done[w] - written : 0;
@@ -134,7 +165,7 @@ size_t tcp_ctrl_held(const struct tcp_ctrl *k) { return (k->tx_len - records_wri
 static enum sock_io write_records(struct tcp_ctrl *k) {
   enum sock_io io = send_both(k, k->tx, k->tx_len, NULL, 0, k->tx_done);
   if (io == SOCK_IO_DONE) {
-    k->tx_pos += k->tx_len;
+    tx_advance(k, k->tx, k->tx_len);
     k->tx_len = k->tx_done[0] = k->tx_done[1] = 0;
   }
   return io;
@@ -143,7 +174,7 @@ static enum sock_io write_records(struct tcp_ctrl *k) {
 static enum sock_io write_item(struct tcp_ctrl *k) {
   enum sock_io io = send_both(k, k->item.hdr, k->item.hlen, k->item.payload, k->item.plen, k->item_done);
   if (io == SOCK_IO_DONE) {
-    k->tx_pos += k->item.hlen + k->item.plen;
+    tx_advance_two(k, k->item.hdr, k->item.hlen, k->item.payload, k->item.plen);
     k->item_active = 0;
     k->ops->item_done(k);
   }
@@ -246,6 +277,13 @@ static int drop_bytes(int fd, uint64_t len, uint64_t *pos) {
 static void reader_switch(struct tcp_ctrl *k) {
   if (k->rd_other_dead) return;
   struct tcp_comm_base *c = k->comm;
+  int unread = 0;
+  if (k->rd_other_pos > k->rd_pos && ioctl(k->fd[k->rd], FIONREAD, &unread) == 0 && (size_t)unread > k->rd_peeked) {
+    /* The other came back at a byte not read yet, and what lies between
+     * has arrived here: read it first (a socket given up stays open). */
+    atomic_store(&k->rd_switch, 1);
+    return;
+  }
   if (k->rd_other_pos > k->rd_pos) {
     /* The other came back at a byte the reader had not reached: what lies
      * between was only on the socket given up. */
@@ -417,48 +455,63 @@ void tcp_ctrl_watch(struct tcp_ctrl *k, double now) {
 
 /* ---- a socket coming back --------------------------------------------------- */
 
-/* The RESUME record of this end: the stream goes on at tx_pos. */
-static int write_resume(struct tcp_ctrl *k, int fd) {
+/* Where the socket coming back starts: the first byte the peer's kernel
+ * has not acknowledged on the other.  Bytes written while this one was
+ * gone are on the other alone, and may still be in flight when the other's
+ * path goes next: they go again on this one, from the history.  Those
+ * acknowledged wait in the peer's kernel, read before any switch.  Fails
+ * (-1) when the history does not reach back that far. */
+static int resume_from(struct tcp_ctrl *k, int other, uint64_t *from) {
+  uint64_t unacked = sock_outq(k->fd[other]);
+  size_t held = k->hist ? k->hist_len : 0;
+  if (unacked > held || unacked > k->tx_pos) return -1;
+  *from = k->tx_pos - unacked;
+  return 0;
+}
+
+/* The RESUME record of this end, naming `from`, then the bytes from there
+ * to tx_pos.  A new socket's buffer is empty: it takes them at once or the
+ * rejoin waits (the history is bounded well below a socket's buffer). */
+static int write_resume(struct tcp_ctrl *k, int fd, uint64_t from) {
   struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_RESUME, .n = 1};
-  m.e[0].size = k->tx_pos;
-  size_t done = 0;
-  /* A new socket's buffer is empty: it takes a record at once or not at
-   * all. */
-  return sock_send_some(fd, &m, sizeof m, &done) == SOCK_IO_DONE ? 0 : -1;
+  m.e[0].size = from;
+  size_t n = (size_t)(k->tx_pos - from), at = (size_t)(from % TCP_CTRL_HISTORY), done = 0;
+  size_t first = n < TCP_CTRL_HISTORY - at ? n : TCP_CTRL_HISTORY - at;
+  if (sock_send_some(fd, &m, sizeof m, &done) != SOCK_IO_DONE) return -1;
+  done = 0;
+  if (first && sock_send_two(fd, k->hist + at, first, k->hist, n - first, &done) != SOCK_IO_DONE) return -1;
+  return 0;
 }
 
 int tcp_ctrl_rejoin(struct tcp_ctrl *k, int which, int fd) {
   if (!k->spare || is_live(k, which)) return -1;
   if (tcp_ctrl_trylock(k) != 0) return 0;
-  /* Between messages only, so that the socket starts on a boundary; and
-   * once the peer's kernel has acknowledged all the other socket carries.
-   * Bytes written while this one was gone are on that one alone, and the
-   * RESUME names the byte after them: were they still in flight when the
-   * other's path went next, the peer would never get them.  Acknowledged,
-   * they wait in its kernel, which its reader empties before any switch. */
-  if (tcp_ctrl_flush(k) != 0 || k->tx_dead || sock_outq(k->fd[!which]) > 0 ||
+  /* Between messages only, so that the socket starts on a boundary. */
+  uint64_t from = 0;
+  if (tcp_ctrl_flush(k) != 0 || k->tx_dead || resume_from(k, !which, &from) != 0 ||
       pthread_mutex_trylock(&k->rx_lock) != 0) {
     pthread_mutex_unlock(&k->tx_lock);
     return 0;
   }
-  int rc = -1;
-  uint64_t from = k->tx_pos; /* read under the lock: the writer moves it */
-  if (write_resume(k, fd) == 0) {
+  /* The reader reads the one in use (it may not have moved off the one
+   * given up yet: until it has read what of it the other lacks, the
+   * rejoin waits); this one is its copy once the peer's RESUME is in. */
+  if (k->rd == which) {
+    atomic_store(&k->rd_switch, 0);
+    reader_switch(k);
+  }
+  int rc = k->rd == which ? 0 : -1;
+  if (rc != 0 && write_resume(k, fd, from) == 0) {
     close(k->fd[which]);
     k->fd[which] = fd;
     k->tx_done[which] = k->tx_done[!which];
     k->item_done[which] = 0;
     k->stall[which] = (struct sock_stall){0};
-    /* The reader reads the one in use (it may not have moved off the one
-     * given up yet); this one is its copy once the peer's RESUME is in. */
-    if (k->rd == which) {
-      atomic_store(&k->rd_switch, 0);
-      reader_switch(k);
-    }
     k->rd_other_dead = 1;
     k->rd_resume = 1;
     k->resume_got = 0;
     atomic_fetch_or(&k->live, 1 << which);
+    k->hist_len = 0; /* both have every byte from here on */
     rc = 1;
   }
   pthread_mutex_unlock(&k->rx_lock);
@@ -509,6 +562,8 @@ void tcp_ctrl_close(struct tcp_ctrl *k) {
   for (int w = 0; w < 2; w++)
     if (k->fd[w] >= 0) close_gently(k->fd[w], failed);
   k->fd[0] = k->fd[1] = -1;
+  free(k->hist);
+  k->hist = NULL;
   pthread_mutex_destroy(&k->tx_lock);
   pthread_mutex_destroy(&k->rx_lock);
 }

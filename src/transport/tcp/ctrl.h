@@ -54,6 +54,11 @@ struct tcp_ctrl;
  * start of its payload (a payload owed past 4 KiB is read straight into
  * its buffer).  Half the requests' records in one read: enough to read a
  * burst in two, small enough that a comm stays under 64 KiB. */
+/* The writer's history while a socket is given up (tcp_ctrl.hist): what a
+ * socket coming back takes again, written into its empty buffer at once,
+ * so well below the kernel's smallest default (16 KiB).  A rejoin waits
+ * while the other socket has more than this unacknowledged. */
+#define TCP_CTRL_HISTORY (8 * 1024)
 #define TCP_CTRL_RX_BYTES ((COLLX_MAX_REQUESTS / 2 + 2) * sizeof(struct wire_ctrl))
 
 #define TCP_HEARTBEAT_INTERVAL_S 1.0
@@ -111,6 +116,12 @@ struct tcp_ctrl {
   int tx_dead;                    /* no socket left to write */
   uint64_t tx_pos;                /* bytes of the stream written whole (on every socket in use) */
   double last_sent;               /* the last heartbeat queued */
+  /* While a socket is given up: the stream's last bytes, [tx_pos -
+   * hist_len, tx_pos), a ring of TCP_CTRL_HISTORY bytes (allocated at the
+   * first loss), written again on the socket that comes back from where
+   * the peer's kernel has acknowledged the other (tcp_ctrl_rejoin). */
+  char *hist;
+  size_t hist_len;
 
   /* The reader (rx_lock) */
   pthread_mutex_t rx_lock;
