@@ -110,12 +110,14 @@ void tcp_req_retire(struct tcp_req *r) {
   atomic_fetch_sub(&r->comm->active_reqs, 1);
 }
 
-void tcp_parts_report(struct tcp_parts *p, int rest, uint32_t *began, uint32_t *through, int *fds) {
-  *began = atomic_load_explicit(&p->began, memory_order_acquire);
-  uint32_t holding = atomic_load_explicit(&p->holding, memory_order_acquire);
-  *through = rest ? 0 : *began & ~holding;
+void tcp_parts_report(struct tcp_comm_base *c, const struct tcp_parts *p, int rest, uint32_t *began,
+                      uint32_t *through, int *fds) {
+  uint32_t bits = atomic_load_explicit(&((struct tcp_parts *)p)->bits, memory_order_acquire);
+  *began = bits & ((1u << TCP_PARTS_HOLDING) - 1);
+  *through = rest ? 0 : *began & ~(bits >> TCP_PARTS_HOLDING);
   for (int s = 0; s < COLLX_PART_STREAMS; s++)
-    fds[s] = *began >> s & 1 ? atomic_load_explicit(&p->fd[s], memory_order_relaxed) : -1;
+    fds[s] = s < c->nstreams && *began >> s & 1 ? atomic_load_explicit(&c->streams[s].fd_seen, memory_order_relaxed)
+                                                : -1;
 }
 
 /* ---- quarantine ------------------------------------------------------------ */

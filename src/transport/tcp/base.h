@@ -67,40 +67,38 @@ struct tcp_req {
 
 /* Which streams carry a message (a send, or a receive's entry), for
  * NCCL's profiler: kept only while the request is watched, so that an
- * unwatched one pays a branch per chunk.  A stream sets its bit in both
- * masks as it takes a chunk of the message and clears it from `holding`
- * once it has let go of that chunk. */
+ * unwatched one pays a branch per chunk.  One word a message, since every
+ * receive entry of every request slot has one: bit s, stream s has taken
+ * a chunk of it; bit TCP_PARTS_HOLDING + s, it holds one now. */
+#define TCP_PARTS_HOLDING 16
+_Static_assert(COLLX_PART_STREAMS <= TCP_PARTS_HOLDING, "a message's parts fit below its holding bits");
 struct tcp_parts {
-  _Atomic uint32_t began, holding;
-  atomic_int fd[COLLX_PART_STREAMS];
+  _Atomic uint32_t bits;
 };
 
 /* A profiler is loaded: every request posted from now on is watched. */
 extern atomic_int tcp_parts_watched;
 
-static inline void tcp_parts_reset(struct tcp_parts *p) {
-  atomic_store_explicit(&p->began, 0, memory_order_relaxed);
-  atomic_store_explicit(&p->holding, 0, memory_order_relaxed);
-}
+static inline void tcp_parts_reset(struct tcp_parts *p) { atomic_store_explicit(&p->bits, 0, memory_order_relaxed); }
 
 static inline int tcp_req_watched(const struct tcp_req *r) {
   return atomic_load_explicit(&((struct tcp_req *)r)->watched, memory_order_relaxed);
 }
 
-static inline void tcp_parts_take(struct tcp_parts *p, int stream, int fd) {
-  if (stream >= COLLX_PART_STREAMS) return;
-  atomic_store_explicit(&p->fd[stream], fd, memory_order_relaxed);
-  atomic_fetch_or_explicit(&p->holding, 1u << stream, memory_order_relaxed);
-  atomic_fetch_or_explicit(&p->began, 1u << stream, memory_order_release);
+static inline void tcp_parts_take(struct tcp_parts *p, int stream) {
+  if (stream < COLLX_PART_STREAMS)
+    atomic_fetch_or_explicit(&p->bits, (1u | 1u << TCP_PARTS_HOLDING) << stream, memory_order_release);
 }
 
 static inline void tcp_parts_let_go(struct tcp_parts *p, int stream) {
-  if (stream < COLLX_PART_STREAMS) atomic_fetch_and_explicit(&p->holding, ~(1u << stream), memory_order_release);
+  if (stream < COLLX_PART_STREAMS)
+    atomic_fetch_and_explicit(&p->bits, ~(1u << (TCP_PARTS_HOLDING + stream)), memory_order_release);
 }
 
-/* The report of a message's parts (collx_transport's parts); `rest`: no
- * part of it is left for a stream to take. */
-void tcp_parts_report(struct tcp_parts *p, int rest, uint32_t *began, uint32_t *through, int *fds);
+/* The report of a message's parts (collx_transport's parts); `rest`: a
+ * part of it is still left for a stream to take. */
+void tcp_parts_report(struct tcp_comm_base *c, const struct tcp_parts *p, int rest, uint32_t *began,
+                      uint32_t *through, int *fds);
 
 /* One data stream.  What it carries in progress is the role's
  * (tcp_send_stream, tcp_recv_stream, at the same index). */
@@ -110,6 +108,7 @@ struct tcp_stream {
   struct tcp_comm_base *comm;
   pthread_mutex_t lock;   /* serialises I/O on fd and the role's state of the stream */
   atomic_int eof;         /* the peer closed this stream between chunks */
+  atomic_int fd_seen;     /* fd, for threads that read it without the lock (the profiler's parts) */
   struct engine_source src; /* its place in the progress pool (progress_engine.c) */
   int loop;                 /* the pool's thread it is on */
   struct sock_stall stall;  /* failover: the watchdog's record (sock_stalled) */
@@ -141,8 +140,8 @@ struct tcp_comm_role {
    * Caller holds s->lock. */
   void (*stream_reset)(struct tcp_stream *s);
   ncclResult_t (*test)(struct tcp_req *r, int *done, size_t *sizes);
-  /* The parts of message msg of r, and whether any is left to take
-   * (collx_transport's parts). */
+  /* The parts of message msg of r (NULL: none shown under it), and
+   * whether any is left to take (collx_transport's parts). */
   struct tcp_parts *(*parts)(struct tcp_req *r, int msg, int *rest);
 };
 

@@ -45,6 +45,7 @@ static void streams_init(struct tcp_comm_base *c, const struct tcp_comm_sockets 
   for (int i = 0; i < sk->nstreams; i++) {
     struct tcp_stream *s = &c->streams[i];
     s->fd = sk->stream_fds[i];
+    atomic_store_explicit(&s->fd_seen, s->fd, memory_order_relaxed);
     s->index = i;
     s->comm = c;
     pthread_mutex_init(&s->lock, NULL);

@@ -68,8 +68,9 @@ static void ops_watch_parts(void *request) {
 static void ops_parts(void *request, int msg, uint32_t *began, uint32_t *through, int fds[COLLX_PART_STREAMS]) {
   struct tcp_req *r = request;
   int rest = 1;
+  struct tcp_parts none = {0};
   struct tcp_parts *p = r->comm->role->parts(r, msg, &rest);
-  tcp_parts_report(p, rest, began, through, fds);
+  tcp_parts_report(r->comm, p ? p : &none, rest, began, through, fds);
 }
 
 static int ops_comm_dev(const void *comm) { return ((const struct tcp_comm_base *)comm)->dev; }

@@ -37,14 +37,13 @@ static struct tcp_recv_req *recv_req_of(struct tcp_req *r) { return (struct tcp_
 static void rx_hold(struct tcp_recv_comm *c, struct tcp_recv_stream *t, struct tcp_recv_req *r) {
   atomic_fetch_add_explicit(&r->readers, 1, memory_order_relaxed);
   t->req = r;
-  int i = (int)(t - c->rx);
-  if (tcp_req_watched(&r->base)) tcp_parts_take(&r->e[t->hdr.idx].parts, i, c->base.streams[i].fd);
+  if (tcp_req_watched(&r->base)) tcp_parts_take(&r->parts, (int)(t - c->rx));
 }
 
 static void rx_let_go(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
   struct tcp_recv_req *r = t->req;
   t->req = NULL;
-  if (tcp_req_watched(&r->base)) tcp_parts_let_go(&r->e[t->hdr.idx].parts, (int)(t - c->rx));
+  if (tcp_req_watched(&r->base)) tcp_parts_let_go(&r->parts, (int)(t - c->rx));
   atomic_fetch_sub_explicit(&r->readers, 1, memory_order_release);
 }
 
@@ -418,13 +417,13 @@ static void req_fill(struct tcp_recv_req *r, uint32_t seq, int n, void **data, c
   atomic_store(&r->entries_done, 0);
   atomic_store(&r->readers, 0);
   atomic_store(&r->contested, 0);
+  tcp_parts_reset(&r->parts);
   for (int i = 0; i < n; i++) {
     r->e[i].buf = data[i];
     r->e[i].cap = sizes[i];
     r->match.tag[i] = tags ? tags[i] : 0;
     atomic_store(&r->e[i].received, 0);
     atomic_store(&r->e[i].total, -1);
-    tcp_parts_reset(&r->e[i].parts);
     chunk_track_reset(&r->e[i].track); /* released (freed) with its last receive */
   }
 }
@@ -589,15 +588,20 @@ static void recv_release(struct tcp_comm_base *b) {
   pthread_mutex_destroy(&c->done_lock);
 }
 
-/* A receive's entry: a part is left until chunks claimed cover it. */
+/* A receive's parts, under its first buffer: a part is left while an
+ * entry has had no chunk yet, or chunks claimed do not cover it. */
 static struct tcp_parts *recv_parts(struct tcp_req *base, int msg, int *rest) {
   struct tcp_recv_req *r = (struct tcp_recv_req *)base;
   struct tcp_recv_comm *c = recv_comm_of(base->comm);
-  struct tcp_entry *e = &r->e[msg];
+  if (msg > 0) return NULL;
+  *rest = 0;
   pthread_mutex_lock(&c->track_lock);
-  *rest = e->track.kind != CHUNK_STREAM || e->track.claimed < e->track.total;
+  for (int i = 0; i < r->n; i++) {
+    const struct chunk_track *t = &r->e[i].track;
+    *rest |= t->kind == CHUNK_NONE || (t->kind == CHUNK_STREAM && t->claimed < t->total);
+  }
   pthread_mutex_unlock(&c->track_lock);
-  return &e->parts;
+  return &r->parts;
 }
 
 const struct tcp_comm_role tcp_recv_role = {

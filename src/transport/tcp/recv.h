@@ -26,7 +26,6 @@ struct tcp_entry {        /* one buffer of a (grouped) receive */
   _Atomic uint64_t received;
   _Atomic int64_t total;  /* -1 until the first chunk names it */
   struct chunk_track track; /* chunks claimed so far (comm->track_lock) */
-  struct tcp_parts parts;   /* which streams carry it, while watched */
 };
 
 #define TCP_ENTRIES_COUNT 0xffff
@@ -46,6 +45,10 @@ struct tcp_recv_req {
    * be coming in when the first has finished it. */
   atomic_int readers;
   atomic_int contested;   /* failover: a chunk of it came twice at once */
+  /* Which streams carry it, while watched: the receive's, not an entry's
+   * (a word per entry of every request slot would cost the comm a page),
+   * shown under its first buffer's handle. */
+  struct tcp_parts parts;
   struct tcp_entry e[COLLX_MAX_RECVS];
 };
 

@@ -316,6 +316,7 @@ void tcp_rejoin_swap(struct tcp_comm_base *c, unsigned mask) {
     pthread_mutex_lock(&s->lock);
     close(s->fd);
     s->fd = ps->fd[i];
+    atomic_store_explicit(&s->fd_seen, s->fd, memory_order_relaxed);
     ps->fd[i] = -1;
     ps->io[i] = 0;
     ps->connected[i] = 0;

@@ -435,7 +435,7 @@ static int take_chunk(struct tcp_send_comm *c, struct tcp_send_stream *t, int j)
      * already counts this writer. */
     atomic_fetch_add(&r->writers, 1);
     atomic_store(&t->busy, 1);
-    if (tcp_req_watched(&r->base)) tcp_parts_take(&r->parts, j, c->base.streams[j].fd);
+    if (tcp_req_watched(&r->base)) tcp_parts_take(&r->parts, j);
   }
   pthread_mutex_unlock(&c->q_lock);
   if (!got) return 0;
