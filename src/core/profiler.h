@@ -4,9 +4,8 @@
  * under the handle NCCL passed with it and stopped when test sees the
  * request done, when it fails, or when its comm is closed; and under the
  * same handle one event per stream that carries part of the message (its
- * socket as the descriptor's fd; a grouped receive's under its first
- * buffer's handle), started and stopped as test sees the stream take its
- * first chunk of it and let go of its last.  Every call
+ * socket as the descriptor's fd), started and stopped as test sees the
+ * stream take its first chunk of it and let go of its last.  Every call
  * to the profiler is made on the thread that calls test or close.
  *
  * NCCL hands its callback to every init whether or not a profiler plugin is

@@ -31,7 +31,7 @@ struct token {
   size_t len;
   void *comm, *req;
   int posted, starts;
-  int first; /* an isend's, or the first buffer of an irecv: where streams' parts show */
+  long nth; /* posted as the process's nth message with a handle */
   struct event *ev[EVENTS_PER_HANDLE]; /* ev[0] the message's */
 };
 
@@ -51,10 +51,8 @@ static size_t nlive, caplive;
 static struct event **events;
 static size_t nevents, capevents;
 static long n_started, n_stopped, n_posted, n_parts;
-/* Messages of a MiB or more done (isends, and first buffers of irecvs,
- * under which a grouped receive's parts show), and those of them with no
- * stream's part shown: all of them would mean the per-stream events are
- * missing. */
+/* Messages of a MiB or more done, and those of them with no stream's part
+ * shown: all of them would mean the per-stream events are missing. */
 static long n_large_done, n_large_bare;
 static int n_bad;
 static char first_bad[3][256];
@@ -174,7 +172,8 @@ static void end_token(size_t i, const char *how) {
                 k, t->ev[k]->stops);
     if (t->ev[k]) t->ev[k]->tok = NULL;
   }
-  if (t->posted && t->first && t->len >= (1 << 20) && !strcmp(how, "done")) {
+  /* The plugin learns that a profiler is loaded from its first message. */
+  if (t->posted && t->nth > 1 && t->len >= (1 << 20) && !strcmp(how, "done")) {
     n_large_done++;
     n_large_bare += t->starts < 2;
   }
@@ -191,8 +190,7 @@ static void on_posted(void *comm, void *req, void *const *handles, int n) {
       live[i]->comm = comm;
       live[i]->req = req;
       live[i]->posted = req != NULL;
-      live[i]->first = k == 0;
-      if (req) n_posted++;
+      if (req) live[i]->nth = ++n_posted;
       else end_token(i, "not posted");
       break;
     }

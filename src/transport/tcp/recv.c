@@ -37,13 +37,13 @@ static struct tcp_recv_req *recv_req_of(struct tcp_req *r) { return (struct tcp_
 static void rx_hold(struct tcp_recv_comm *c, struct tcp_recv_stream *t, struct tcp_recv_req *r) {
   atomic_fetch_add_explicit(&r->readers, 1, memory_order_relaxed);
   t->req = r;
-  if (tcp_req_watched(&r->base)) tcp_parts_take(&r->parts, (int)(t - c->rx));
+  if (tcp_req_watched(&r->base) && r->parts) tcp_parts_take(&r->parts[t->hdr.idx], (int)(t - c->rx));
 }
 
 static void rx_let_go(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
   struct tcp_recv_req *r = t->req;
   t->req = NULL;
-  if (tcp_req_watched(&r->base)) tcp_parts_let_go(&r->parts, (int)(t - c->rx));
+  if (tcp_req_watched(&r->base) && r->parts) tcp_parts_let_go(&r->parts[t->hdr.idx], (int)(t - c->rx));
   atomic_fetch_sub_explicit(&r->readers, 1, memory_order_release);
 }
 
@@ -417,7 +417,8 @@ static void req_fill(struct tcp_recv_req *r, uint32_t seq, int n, void **data, c
   atomic_store(&r->entries_done, 0);
   atomic_store(&r->readers, 0);
   atomic_store(&r->contested, 0);
-  tcp_parts_reset(&r->parts);
+  if (tcp_req_watched(&r->base) && !r->parts) r->parts = calloc(COLLX_MAX_RECVS, sizeof *r->parts);
+  for (int i = 0; r->parts && i < n; i++) tcp_parts_reset(&r->parts[i]);
   for (int i = 0; i < n; i++) {
     r->e[i].buf = data[i];
     r->e[i].cap = sizes[i];
@@ -582,26 +583,25 @@ static void recv_release(struct tcp_comm_base *b) {
   c->cts_backlog = NULL;
   for (int i = 0; i < COLLX_MAX_REQUESTS; i++) {
     for (int k = 0; k < COLLX_MAX_RECVS; k++) chunk_track_free(&c->reqs[i].e[k].track);
+    free(c->reqs[i].parts);
+    c->reqs[i].parts = NULL;
     c->reqs[i].base.magic = TCP_MAGIC_DEAD;
   }
   pthread_mutex_destroy(&c->track_lock);
   pthread_mutex_destroy(&c->done_lock);
 }
 
-/* A receive's parts, under its first buffer: a part is left while an
- * entry has had no chunk yet, or chunks claimed do not cover it. */
+/* A receive entry's parts: one is left while the entry has had no chunk
+ * yet, or the chunks claimed do not cover it. */
 static struct tcp_parts *recv_parts(struct tcp_req *base, int msg, int *rest) {
   struct tcp_recv_req *r = (struct tcp_recv_req *)base;
   struct tcp_recv_comm *c = recv_comm_of(base->comm);
-  if (msg > 0) return NULL;
-  *rest = 0;
+  if (!r->parts) return NULL;
+  const struct chunk_track *t = &r->e[msg].track;
   pthread_mutex_lock(&c->track_lock);
-  for (int i = 0; i < r->n; i++) {
-    const struct chunk_track *t = &r->e[i].track;
-    *rest |= t->kind == CHUNK_NONE || (t->kind == CHUNK_STREAM && t->claimed < t->total);
-  }
+  *rest = t->kind == CHUNK_NONE || (t->kind == CHUNK_STREAM && t->claimed < t->total);
   pthread_mutex_unlock(&c->track_lock);
-  return &r->parts;
+  return &r->parts[msg];
 }
 
 const struct tcp_comm_role tcp_recv_role = {

@@ -45,10 +45,10 @@ struct tcp_recv_req {
    * be coming in when the first has finished it. */
   atomic_int readers;
   atomic_int contested;   /* failover: a chunk of it came twice at once */
-  /* Which streams carry it, while watched: the receive's, not an entry's
-   * (a word per entry of every request slot would cost the comm a page),
-   * shown under its first buffer's handle. */
-  struct tcp_parts parts;
+  /* Which streams carry each entry, while watched: COLLX_MAX_RECVS words,
+   * allocated the first time the slot is watched (in every slot they
+   * would cost the comm a page); NULL, none. */
+  struct tcp_parts *parts;
   struct tcp_entry e[COLLX_MAX_RECVS];
 };
 
