@@ -255,15 +255,19 @@ static int pick_dup(struct tcp_send_comm *c, int j, struct tcp_send_req **rp, si
   return 0;
 }
 
+/* Stream j lets go of its chunk of r, written or given up: the last
+ * writer to go lets r complete, so the profiler's record goes first. */
+static void writer_leaves(struct tcp_send_req *r, int j) {
+  if (tcp_req_watched(&r->base)) tcp_parts_let_go(&r->parts, j);
+  atomic_fetch_sub_explicit(&r->writers, 1, memory_order_release);
+}
+
 /* A stream starts afresh: what it carried has been taken back (a lost
  * stream, and one with a new socket, rejoin.c).  Caller holds s->lock. */
 static void send_stream_reset(struct tcp_stream *s) {
   struct tcp_send_comm *c = send_comm_of(s->comm);
   struct tcp_send_stream *t = &c->tx[s->index];
-  if (t->req && !t->orphan) {
-    if (tcp_req_watched(&t->req->base)) tcp_parts_let_go(&t->req->parts, s->index);
-    atomic_fetch_sub(&t->req->writers, 1);
-  }
+  if (t->req && !t->orphan) writer_leaves(t->req, s->index);
   t->req = NULL;
   t->dup = t->orphan = 0;
   t->done = 0;
@@ -464,9 +468,8 @@ static enum sock_io write_chunk(struct tcp_stream *s, struct tcp_send_stream *t)
   atomic_fetch_add_explicit(&t->wrote, t->done - before, memory_order_relaxed);
   if (io != SOCK_IO_DONE) return io;
   if (!t->orphan) {
-    if (tcp_req_watched(&t->req->base)) tcp_parts_let_go(&t->req->parts, s->index);
     if (!t->dup) atomic_fetch_add_explicit(&t->req->chunks_done, 1, memory_order_release);
-    atomic_fetch_sub_explicit(&t->req->writers, 1, memory_order_release);
+    writer_leaves(t->req, s->index);
   }
   t->req = NULL;
   atomic_fetch_add_explicit(&s->chunks, 1, memory_order_relaxed);
@@ -830,9 +833,8 @@ static void stragglers_adopt(struct tcp_send_comm *c, struct tcp_send_req *r) {
     }
     t->payload = t->own;
     t->orphan = 1;
-    if (tcp_req_watched(&r->base)) tcp_parts_let_go(&r->parts, i);
     if (!t->dup) atomic_fetch_add_explicit(&r->chunks_done, 1, memory_order_release);
-    atomic_fetch_sub_explicit(&r->writers, 1, memory_order_release);
+    writer_leaves(r, i);
     pthread_mutex_unlock(&s->lock);
   }
 }
