@@ -143,6 +143,20 @@ netbed_show() { # dir label
   sed -n '/^WARNING: .*Sanitizer/,/^SUMMARY: /p; /^ERROR: .*Sanitizer/,/^SUMMARY: /p' "$1/$2.cli" "$1/$2.srv" | head -80
 }
 
+# For every case of a fault test: the longest plugin call of each kind
+# that runs under the fault, and how many isend/irecv/test calls took over
+# 10 ms, at both ends (collx-perf's "longest plugin call" line): what "no
+# call blocks" is judged by.
+netbed_longest() { # dir label
+  local end line
+  for end in cli srv; do
+    line=$(grep -h -m1 "longest plugin call" "$1/$2.$end" 2>/dev/null) || continue
+    printf '# %s %s: %s; %s\n' "$2" "$([ $end = cli ] && echo client || echo server)" \
+      "$(printf '%s' "$line" | grep -oE '(isend|irecv|test|closeSend|closeRecv) [0-9.]+ ms' | paste -sd, - | sed 's/,/, /g')" \
+      "$(printf '%s' "$line" | grep -oE '[0-9]+ over 10 ms')"
+  done
+}
+
 # For the tests of the bed: skip (exit 77) where no bed can be made, fail
 # when collx-perf ($1) is missing, and clear the settings a caller's
 # environment could bring in.

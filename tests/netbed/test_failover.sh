@@ -69,6 +69,7 @@ run() {
   wait "$cli"; crc=$?
   secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
   wait "$srv"; src=$?; srv=
+  netbed_longest "$tmp" "$label"
   after0=$(($(netbed_bytes "$bed" 1 0 tx) - b0)) after1=$(($(netbed_bytes "$bed" 1 1 tx) - b1))
 }
 after_bytes() { if [ "$1" -eq 0 ]; then echo "$after0"; else echo "$after1"; fi; }

@@ -559,8 +559,10 @@ static void close_gently(int fd, int failed) {
 
 void tcp_ctrl_close(struct tcp_ctrl *k) {
   int failed = tcp_comm_failed(k->comm);
+  /* Nor does a socket given up: its path may be down, and the other
+   * carried everything. */
   for (int w = 0; w < 2; w++)
-    if (k->fd[w] >= 0) close_gently(k->fd[w], failed);
+    if (k->fd[w] >= 0) close_gently(k->fd[w], failed || !is_live(k, w));
   k->fd[0] = k->fd[1] = -1;
   free(k->hist);
   k->hist = NULL;
