@@ -67,9 +67,9 @@ struct tcp_req {
 
 /* Which streams carry a message (a send, or a receive's entry), for
  * NCCL's profiler: kept only while the request is watched, so that an
- * unwatched one pays a branch per chunk.  One word a message, since every
- * receive entry of every request slot has one: bit s, stream s has taken
- * a chunk of it; bit TCP_PARTS_HOLDING + s, it holds one now. */
+ * unwatched one pays a branch per chunk.  One word a message: bit s,
+ * stream s has taken a chunk of it; bit TCP_PARTS_HOLDING + s, it holds
+ * one now. */
 #define TCP_PARTS_HOLDING 16
 _Static_assert(COLLX_PART_STREAMS <= TCP_PARTS_HOLDING, "a message's parts fit below its holding bits");
 struct tcp_parts {
@@ -108,7 +108,7 @@ struct tcp_stream {
   struct tcp_comm_base *comm;
   pthread_mutex_t lock;   /* serialises I/O on fd and the role's state of the stream */
   atomic_int eof;         /* the peer closed this stream between chunks */
-  atomic_int fd_seen;     /* fd, for threads that read it without the lock (the profiler's parts) */
+  atomic_int fd_seen;     /* fd, for threads that read it without the lock (live counters, profiler) */
   struct engine_source src; /* its place in the progress pool (progress_engine.c) */
   int loop;                 /* the pool's thread it is on */
   struct sock_stall stall;  /* failover: the watchdog's record (sock_stalled) */

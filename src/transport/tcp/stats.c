@@ -28,16 +28,7 @@ struct tcp_stats {
   double sampled_at[TCP_MAX_STREAMS];    /* when each stream's counters were last read */
   uint64_t kernel_last[TCP_MAX_STREAMS]; /* the socket's own counter at the last sample */
   uint64_t carried[TCP_MAX_STREAMS];     /* bytes of sockets the stream had before */
-  /* The streams' sockets, kept here so that the watchdog reads them
-   * without the stream's lock, which an I/O thread under load holds most
-   * of the time; refreshed by the thread that swaps a socket (rejoin). */
-  atomic_int fd[TCP_MAX_STREAMS];
 };
-
-static void note_fds(struct tcp_comm_base *c, struct tcp_stats *st) {
-  for (int i = 0; i < c->nstreams && i < TCP_MAX_STREAMS; i++)
-    atomic_store_explicit(&st->fd[i], c->streams[i].fd, memory_order_relaxed);
-}
 
 void tcp_stats_open(struct tcp_comm_base *c) {
   c->live_stats = NULL;
@@ -50,7 +41,6 @@ void tcp_stats_open(struct tcp_comm_base *c) {
     free(st);
     return;
   }
-  note_fds(c, st);
   c->live_stats = st;
 }
 
@@ -78,7 +68,6 @@ void tcp_stats_path_lost(struct tcp_comm_base *c) {
 
 void tcp_stats_path_rejoined(struct tcp_comm_base *c) {
   if (!c->live_stats) return;
-  note_fds(c, c->live_stats);
   collx_stats_addn(&c->live_stats->slot->paths_rejoined, 1);
 }
 
@@ -88,13 +77,15 @@ static uint64_t realtime_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* tcp_info of stream i.  Between a socket's swap (rejoin.c closes the old
- * one) and note_fds the number may name a closed or reused descriptor for
- * a moment: one sample is then wrong or missing, never harmful. */
-static int stream_info(struct tcp_stats *st, int i, struct tcp_kernel_info *ti) {
+/* tcp_info of stream i, whose socket is read from its copy (fd_seen): the
+ * stream's lock is held most of the time by an I/O thread under load.
+ * Between a socket's swap (rejoin.c closes the old one) and that copy's
+ * update the number may name a closed or reused descriptor for a moment:
+ * one sample is then wrong or missing, never harmful. */
+static int stream_info(struct tcp_comm_base *c, int i, struct tcp_kernel_info *ti) {
   socklen_t len = sizeof *ti;
   memset(ti, 0, sizeof *ti);
-  int fd = atomic_load_explicit(&st->fd[i], memory_order_relaxed);
+  int fd = atomic_load_explicit(&c->streams[i].fd_seen, memory_order_relaxed);
   return fd >= 0 && getsockopt(fd, IPPROTO_TCP, TCP_INFO, ti, &len) == 0;
 }
 
@@ -105,7 +96,7 @@ static void sample_stream(struct tcp_comm_base *c, struct tcp_stats *st, int i, 
     atomic_store_explicit(&o->chunks, atomic_load_explicit(&c->streams[i].chunks, memory_order_relaxed),
                           memory_order_relaxed);
   struct tcp_kernel_info ti;
-  if (!stream_info(st, i, &ti)) return;
+  if (!stream_info(c, i, &ti)) return;
   uint64_t k = c->role->sends ? ti.bytes_acked : ti.bytes_received;
   /* A smaller count than last time: a new socket (rejoin.c). */
   if (k < st->kernel_last[i]) st->carried[i] += st->kernel_last[i];
