@@ -24,6 +24,7 @@ static void read_settings(struct collx_tune_settings *s) {
   s->enabled = collx_param_int(COLLX_P_TUNER) == 1;
   s->tree_max = (size_t)collx_param_int(COLLX_P_TUNER_TREE_MAX);
   s->ll_max = (size_t)collx_param_int(COLLX_P_TUNER_LL_MAX);
+  s->ring_min = (size_t)collx_param_int(COLLX_P_TUNER_RING_MIN);
 }
 
 static void log_policy(const struct tuner_ctx *c) {
@@ -34,7 +35,8 @@ static void log_policy(const struct tuner_ctx *c) {
   else
     COLLX_INFO(COLLX_LOG_INIT | COLLX_LOG_TUNING,
                "tuner: %zu ranks on %zu nodes, all-reduce up to %zu bytes uses Tree, with Simple "
-               "above %zu bytes", c->nranks, c->nnodes, c->settings.tree_max, c->settings.ll_max);
+               "above %zu bytes; all-gather and reduce-scatter from %zu bytes a rank use Ring (0: NCCL's choice)",
+               c->nranks, c->nnodes, c->settings.tree_max, c->settings.ll_max, c->settings.ring_min);
 }
 
 /* A failing init would fail the whole communicator, so a context that
@@ -61,7 +63,7 @@ ncclResult_t tuner_get_coll_info(void *context, ncclFunc_t coll, size_t nbytes, 
   const struct tuner_ctx *c = context;
   if (!c) return ncclSuccess;
   /* The table is one contiguous float array despite its declared type. */
-  collx_tune_allreduce(&c->settings, c->nranks, c->nnodes, (int)coll, nbytes,
+  collx_tune(&c->settings, c->nranks, c->nnodes, (int)coll, nbytes,
                        (float *)cost_table, nalgo, nproto);
   return ncclSuccess;
 }

@@ -1,6 +1,7 @@
 /*
- * The tuning policy: all-reduce on Tree up to a size, one rank per node,
- * with Simple rather than LL/LL128 above a smaller size.
+ * The tuning policy, one rank per node: all-reduce on Tree up to a size,
+ * with Simple rather than LL/LL128 above a smaller size; all-gather and
+ * reduce-scatter on Ring rather than PAT once each rank's share is large.
  */
 #include "tune/tune.h"
 
@@ -9,7 +10,7 @@
 const char *collx_tune_inactive_reason(const struct collx_tune_settings *s, size_t nranks,
                                        size_t nnodes) {
   if (!s || !s->enabled) return "COLLX_TUNER=0";
-  if (s->tree_max == 0) return "COLLX_TUNER_TREE_MAX=0";
+  if (s->tree_max == 0 && s->ring_min == 0) return "COLLX_TUNER_TREE_MAX=0 and COLLX_TUNER_RING_MIN=0";
   if (nnodes < 2) return "one node";
   /* With several ranks on a node, some hops of a ring or tree stay inside
    * the node and never reach collx; the measurement says nothing there. */
@@ -17,11 +18,11 @@ const char *collx_tune_inactive_reason(const struct collx_tune_settings *s, size
   return NULL;
 }
 
-/* Whether NCCL could pick some Tree entry: it skips the "ignore" mark and
- * takes only entries that are not negative. */
-static int tree_usable(const float *table, int nproto) {
+/* Whether NCCL could pick some entry of algorithm a: it skips the
+ * "ignore" mark and takes only entries that are not negative. */
+static int algo_usable(const float *table, int a, int nproto) {
   for (int p = 0; p < nproto; p++)
-    if (table[NCCL_ALGO_TREE * nproto + p] >= 0.0f) return 1;
+    if (table[a * nproto + p] >= 0.0f) return 1;
   return 0;
 }
 
@@ -57,17 +58,39 @@ static int ignore_tree_ll(float *table, int nproto) {
   return changed;
 }
 
-int collx_tune_allreduce(const struct collx_tune_settings *s, size_t nranks, size_t nnodes,
-                         int coll, size_t nbytes, float *table, int nalgo, int nproto) {
-  /* A table without a Tree row (or without columns) gives nothing to steer. */
-  if (!table || nalgo <= NCCL_ALGO_TREE || nproto < 1) return 0;
-  if (coll != ncclFuncAllReduce) return 0;
-  if (collx_tune_inactive_reason(s, nranks, nnodes)) return 0;
-  if (nbytes > s->tree_max) return 0;
+static int allreduce_on_tree(const struct collx_tune_settings *s, size_t nbytes, float *table, int nalgo,
+                             int nproto) {
+  /* A table without a Tree row gives nothing to steer. */
+  if (nalgo <= NCCL_ALGO_TREE || s->tree_max == 0 || nbytes > s->tree_max) return 0;
   /* If NCCL already ruled Tree out (NCCL_ALGO, or no tree for this
    * communicator), removing the rest would leave it nothing to pick. */
-  if (!tree_usable(table, nproto)) return 0;
+  if (!algo_usable(table, NCCL_ALGO_TREE, nproto)) return 0;
   int changed = ignore_all_but_tree(table, nalgo, nproto);
   if (nbytes > s->ll_max) changed |= ignore_tree_ll(table, nproto);
   return changed;
+}
+
+/* An all-gather or reduce-scatter whose share per rank is ring_min or more
+ * keeps off PAT.  NCCL's model, fed collx's speed, keeps PAT up to a 4 MiB
+ * all-gather at 2 ranks (2 MiB a rank), where Ring moved 5.0-5.1 GB/s of
+ * bus bandwidth against PAT's 1.5-1.9; with smaller shares PAT was as fast
+ * or faster, and from 2 MiB a rank up NCCL picks Ring at 4 ranks itself
+ * (bench/NOTES.md 43). */
+static int gather_on_ring(const struct collx_tune_settings *s, size_t nranks, size_t nbytes, float *table,
+                          int nalgo, int nproto) {
+  if (s->ring_min == 0 || nranks == 0 || nbytes / nranks < s->ring_min) return 0;
+  if (nalgo <= NCCL_ALGO_PAT || !algo_usable(table, NCCL_ALGO_RING, nproto)) return 0;
+  int changed = 0;
+  for (int p = 0; p < nproto; p++) changed |= ignore_entry(&table[NCCL_ALGO_PAT * nproto + p]);
+  return changed;
+}
+
+int collx_tune(const struct collx_tune_settings *s, size_t nranks, size_t nnodes, int coll, size_t nbytes,
+               float *table, int nalgo, int nproto) {
+  if (!table || nalgo < 1 || nproto < 1) return 0;
+  if (collx_tune_inactive_reason(s, nranks, nnodes)) return 0;
+  if (coll == ncclFuncAllReduce) return allreduce_on_tree(s, nbytes, table, nalgo, nproto);
+  if (coll == ncclFuncAllGather || coll == ncclFuncReduceScatter)
+    return gather_on_ring(s, nranks, nbytes, table, nalgo, nproto);
+  return 0;
 }

@@ -10,6 +10,8 @@
  * to 4 MiB at 2 and 4 ranks; from 8 MiB up NCCL's own choice was as good or
  * better (bench/NOTES.md, attempt 15).  Within Tree, NCCL then picks LL up
  * to about 256 KiB, which cost the 128 KiB all-reduce at 4 ranks (39).
+ * For all-gather and reduce-scatter NCCL keeps PAT up to 2 MiB a rank at
+ * 2 ranks, where Ring was 2.6-3.4x faster (43).
  */
 #ifndef COLLX_TUNE_TUNE_H
 #define COLLX_TUNE_TUNE_H
@@ -20,6 +22,8 @@ struct collx_tune_settings {
   int enabled;      /* COLLX_TUNER: 0 leaves every table as NCCL made it */
   size_t tree_max;  /* COLLX_TUNER_TREE_MAX: largest all-reduce sent to Tree */
   size_t ll_max;    /* COLLX_TUNER_LL_MAX: largest one of those left LL/LL128 */
+  size_t ring_min;  /* COLLX_TUNER_RING_MIN: smallest share a rank of an all-gather or
+                       reduce-scatter kept off PAT */
 };
 
 /* NULL when the policy acts on a communicator of `nranks` ranks over
@@ -27,15 +31,18 @@ struct collx_tune_settings {
 const char *collx_tune_inactive_reason(const struct collx_tune_settings *s, size_t nranks,
                                        size_t nnodes);
 
-/* Apply the policy to NCCL's cost table for one collective: `table` is
- * `nalgo` rows of `nproto` entries, `coll` an ncclFunc_t.  For an
- * all-reduce of at most tree_max bytes on an active communicator, where
- * Tree has an entry NCCL may pick, every entry of the other algorithms is
- * set to "ignore", so NCCL picks Tree with the protocol it rates best;
- * above ll_max bytes Tree's LL and LL128 entries are ignored too, when
- * Simple is there for NCCL to pick.
+/* Apply the policy to NCCL's cost table for one collective of `nbytes`
+ * (NCCL's count: for all-gather and reduce-scatter, every rank's share
+ * together): `table` is `nalgo` rows of `nproto` entries, `coll` an
+ * ncclFunc_t.  On an active communicator:
+ *  - an all-reduce of at most tree_max bytes, where Tree has an entry NCCL
+ *    may pick: every entry of the other algorithms is set to "ignore", so
+ *    NCCL picks Tree with the protocol it rates best; above ll_max bytes
+ *    Tree's LL and LL128 entries are ignored too, when Simple is there;
+ *  - an all-gather or reduce-scatter of at least ring_min bytes a rank,
+ *    where Ring has an entry NCCL may pick: PAT's entries are ignored.
  * Returns 1 when the table was changed, 0 when it was left as it was. */
-int collx_tune_allreduce(const struct collx_tune_settings *s, size_t nranks, size_t nnodes,
-                         int coll, size_t nbytes, float *table, int nalgo, int nproto);
+int collx_tune(const struct collx_tune_settings *s, size_t nranks, size_t nnodes, int coll, size_t nbytes,
+               float *table, int nalgo, int nproto);
 
 #endif

@@ -40,7 +40,7 @@ static void check_only_tree(const char *what, const struct collx_tune_settings *
   float t[NALGO * NPROTO], orig[NALGO * NPROTO];
   fill(t);
   memcpy(orig, t, sizeof t);
-  int changed = collx_tune_allreduce(s, nranks, nnodes, ncclFuncAllReduce, nbytes, t, NALGO, NPROTO);
+  int changed = collx_tune(s, nranks, nnodes, ncclFuncAllReduce, nbytes, t, NALGO, NPROTO);
   CHECK(changed == 1, "%s: reported %d, want 1 (changed)", what, changed);
   CHECK(same(t, orig, NPROTO), "%s: Tree entries changed", what);
   for (int a = 0; a < NALGO; a++) {
@@ -57,7 +57,7 @@ static void check_unchanged(const char *what, const struct collx_tune_settings *
   float t[NALGO * NPROTO], orig[NALGO * NPROTO];
   fill(t);
   memcpy(orig, t, sizeof t);
-  int changed = collx_tune_allreduce(s, nranks, nnodes, coll, nbytes, t, NALGO, NPROTO);
+  int changed = collx_tune(s, nranks, nnodes, coll, nbytes, t, NALGO, NPROTO);
   CHECK(changed == 0, "%s: reported %d, want 0 (unchanged)", what, changed);
   CHECK(same(t, orig, NALGO * NPROTO), "%s: table changed", what);
 }
@@ -87,14 +87,14 @@ static void test_tree_ignored(void) {
   fill(t);
   for (int p = 0; p < NPROTO; p++) t[NCCL_ALGO_TREE * NPROTO + p] = NCCL_ALGO_PROTO_IGNORE;
   memcpy(orig, t, sizeof t);
-  int changed = collx_tune_allreduce(&on, 2, 2, ncclFuncAllReduce, MiB, t, NALGO, NPROTO);
+  int changed = collx_tune(&on, 2, 2, ncclFuncAllReduce, MiB, t, NALGO, NPROTO);
   CHECK(changed == 0 && same(t, orig, NALGO * NPROTO), "all Tree entries ignored: table changed");
 
   /* One Tree protocol left (NCCL_PROTO=LL, say) is enough to act on. */
   fill(t);
   t[NCCL_ALGO_TREE * NPROTO + NCCL_PROTO_LL128] = NCCL_ALGO_PROTO_IGNORE;
   t[NCCL_ALGO_TREE * NPROTO + NCCL_PROTO_SIMPLE] = NCCL_ALGO_PROTO_IGNORE;
-  changed = collx_tune_allreduce(&on, 2, 2, ncclFuncAllReduce, MiB, t, NALGO, NPROTO);
+  changed = collx_tune(&on, 2, 2, ncclFuncAllReduce, MiB, t, NALGO, NPROTO);
   CHECK(changed == 1 && t[NCCL_ALGO_TREE * NPROTO + NCCL_PROTO_LL] == 10.0f &&
             t[NCCL_ALGO_RING * NPROTO + NCCL_PROTO_LL] == NCCL_ALGO_PROTO_IGNORE,
         "one Tree protocol left: policy not applied");
@@ -105,7 +105,7 @@ static void test_already_tree_only(void) {
   float t[NALGO * NPROTO];
   fill(t);
   for (int i = NPROTO; i < NALGO * NPROTO; i++) t[i] = NCCL_ALGO_PROTO_IGNORE;
-  int changed = collx_tune_allreduce(&on, 2, 2, ncclFuncAllReduce, MiB, t, NALGO, NPROTO);
+  int changed = collx_tune(&on, 2, 2, ncclFuncAllReduce, MiB, t, NALGO, NPROTO);
   CHECK(changed == 0, "table already Tree-only: reported %d, want 0", changed);
 }
 
@@ -115,24 +115,24 @@ static void test_shapes(void) {
   float t[NALGO * NPROTO], orig[NALGO * NPROTO];
   fill(t);
   memcpy(orig, t, sizeof t);
-  CHECK(collx_tune_allreduce(&on, 2, 2, ncclFuncAllReduce, MiB, NULL, NALGO, NPROTO) == 0,
+  CHECK(collx_tune(&on, 2, 2, ncclFuncAllReduce, MiB, NULL, NALGO, NPROTO) == 0,
         "NULL table: reported a change");
-  CHECK(collx_tune_allreduce(&on, 2, 2, ncclFuncAllReduce, MiB, t, 0, NPROTO) == 0,
+  CHECK(collx_tune(&on, 2, 2, ncclFuncAllReduce, MiB, t, 0, NPROTO) == 0,
         "numAlgo 0: reported a change");
-  CHECK(collx_tune_allreduce(&on, 2, 2, ncclFuncAllReduce, MiB, t, -1, NPROTO) == 0,
+  CHECK(collx_tune(&on, 2, 2, ncclFuncAllReduce, MiB, t, -1, NPROTO) == 0,
         "numAlgo -1: reported a change");
-  CHECK(collx_tune_allreduce(&on, 2, 2, ncclFuncAllReduce, MiB, t, NALGO, 0) == 0,
+  CHECK(collx_tune(&on, 2, 2, ncclFuncAllReduce, MiB, t, NALGO, 0) == 0,
         "numProto 0: reported a change");
-  CHECK(collx_tune_allreduce(&on, 2, 2, ncclFuncAllReduce, MiB, t, NALGO, -3) == 0,
+  CHECK(collx_tune(&on, 2, 2, ncclFuncAllReduce, MiB, t, NALGO, -3) == 0,
         "numProto -3: reported a change");
-  CHECK(collx_tune_allreduce(&on, 2, 2, ncclFuncAllReduce, MiB, t, 1, NPROTO) == 0,
+  CHECK(collx_tune(&on, 2, 2, ncclFuncAllReduce, MiB, t, 1, NPROTO) == 0,
         "Tree row only: reported a change");
   CHECK(same(t, orig, NALGO * NPROTO), "degenerate shapes: table changed");
 
   /* 8 algorithms x 4 protocols: every non-Tree entry ignored, nothing past. */
   float wide[8 * 4 + 1];
   for (int i = 0; i < 8 * 4 + 1; i++) wide[i] = 5.0f + (float)i;
-  int changed = collx_tune_allreduce(&on, 2, 2, ncclFuncAllReduce, MiB, wide, 8, 4);
+  int changed = collx_tune(&on, 2, 2, ncclFuncAllReduce, MiB, wide, 8, 4);
   int ok = changed == 1 && wide[8 * 4] == 5.0f + 8 * 4;
   for (int p = 0; p < 4; p++) ok = ok && wide[p] == 5.0f + (float)p;
   for (int i = 4; i < 8 * 4; i++) ok = ok && wide[i] == NCCL_ALGO_PROTO_IGNORE;
@@ -159,7 +159,7 @@ static void test_simple_above_ll_max(void) {
   float t[NALGO * NPROTO], orig[NALGO * NPROTO];
   fill(t);
   memcpy(orig, t, sizeof t);
-  int changed = collx_tune_allreduce(&simple, 4, 4, ncclFuncAllReduce, 128 << 10, t, NALGO, NPROTO);
+  int changed = collx_tune(&simple, 4, 4, ncclFuncAllReduce, 128 << 10, t, NALGO, NPROTO);
   CHECK(changed == 1, "128 KiB over ll_max: reported %d, want 1", changed);
   CHECK(t[NCCL_ALGO_TREE * NPROTO + NCCL_PROTO_LL] == NCCL_ALGO_PROTO_IGNORE &&
             t[NCCL_ALGO_TREE * NPROTO + NCCL_PROTO_LL128] == NCCL_ALGO_PROTO_IGNORE,
@@ -172,13 +172,13 @@ static void test_simple_above_ll_max(void) {
         "128 KiB over ll_max: Ring left");
 
   fill(t);
-  collx_tune_allreduce(&simple, 4, 4, ncclFuncAllReduce, 64 << 10, t, NALGO, NPROTO);
+  collx_tune(&simple, 4, 4, ncclFuncAllReduce, 64 << 10, t, NALGO, NPROTO);
   CHECK(same(t, orig, NPROTO), "64 KiB (ll_max itself): Tree protocols changed");
 
   /* NCCL_PROTO=LL: Tree Simple already ignored, so LL must stay. */
   fill(t);
   t[NCCL_ALGO_TREE * NPROTO + NCCL_PROTO_SIMPLE] = NCCL_ALGO_PROTO_IGNORE;
-  collx_tune_allreduce(&simple, 4, 4, ncclFuncAllReduce, MiB, t, NALGO, NPROTO);
+  collx_tune(&simple, 4, 4, ncclFuncAllReduce, MiB, t, NALGO, NPROTO);
   CHECK(t[NCCL_ALGO_TREE * NPROTO + NCCL_PROTO_LL] == orig[NCCL_ALGO_TREE * NPROTO + NCCL_PROTO_LL],
         "no Tree Simple to pick: Tree LL was ignored");
 
@@ -186,15 +186,68 @@ static void test_simple_above_ll_max(void) {
   fill(t);
   for (int i = 0; i < NALGO * NPROTO; i++)
     if (i != NCCL_ALGO_TREE * NPROTO + NCCL_PROTO_SIMPLE) t[i] = NCCL_ALGO_PROTO_IGNORE;
-  changed = collx_tune_allreduce(&simple, 4, 4, ncclFuncAllReduce, MiB, t, NALGO, NPROTO);
+  changed = collx_tune(&simple, 4, 4, ncclFuncAllReduce, MiB, t, NALGO, NPROTO);
   CHECK(changed == 0, "table already Tree+Simple only: reported %d, want 0", changed);
 
   /* Over tree_max nothing is touched, Simple rule included. */
   check_unchanged("8 MiB with ll_max 64 KiB", &simple, 4, 4, ncclFuncAllReduce, 8 * MiB);
 }
 
+/* All-gather and reduce-scatter: PAT's row ignored from ring_min bytes a
+ * rank on, every other entry as it was. */
+static const struct collx_tune_settings gather = {.enabled = 1, .tree_max = 4 * MiB, .ll_max = 64 << 10,
+                                                  .ring_min = 2 * MiB};
+
+static void check_only_pat_ignored(const char *what, size_t nranks, int coll, size_t nbytes) {
+  float t[NALGO * NPROTO], orig[NALGO * NPROTO];
+  fill(t);
+  memcpy(orig, t, sizeof t);
+  int changed = collx_tune(&gather, nranks, nranks, coll, nbytes, t, NALGO, NPROTO);
+  CHECK(changed == 1, "%s: reported %d, want 1", what, changed);
+  for (int a = 0; a < NALGO; a++)
+    for (int p = 0; p < NPROTO; p++) {
+      float want = a == NCCL_ALGO_PAT ? NCCL_ALGO_PROTO_IGNORE : orig[a * NPROTO + p];
+      CHECK(t[a * NPROTO + p] == want, "%s: algo %d proto %d is %g, want %g", what, a, p,
+            (double)t[a * NPROTO + p], (double)want);
+    }
+}
+
+static void test_gather_on_ring(void) {
+  check_only_pat_ignored("AllGather 4 MiB, 2 ranks (2 MiB a rank)", 2, ncclFuncAllGather, 4 * MiB);
+  check_only_pat_ignored("ReduceScatter 4 MiB, 2 ranks", 2, ncclFuncReduceScatter, 4 * MiB);
+  check_only_pat_ignored("AllGather 16 MiB, 4 ranks", 4, ncclFuncAllGather, 16 * MiB);
+  check_unchanged("AllGather 4 MiB - 1, 2 ranks", &gather, 2, 2, ncclFuncAllGather, 4 * MiB - 1);
+  check_unchanged("AllGather 4 MiB, 4 ranks (1 MiB a rank)", &gather, 4, 4, ncclFuncAllGather, 4 * MiB);
+  check_unchanged("Broadcast 8 MiB, 2 ranks", &gather, 2, 2, ncclFuncBroadcast, 8 * MiB);
+  check_unchanged("AllGather 8 MiB, 8 ranks on 2 nodes", &gather, 8, 2, ncclFuncAllGather, 32 * MiB);
+  check_unchanged("AllGather with COLLX_TUNER_RING_MIN=0", &on, 2, 2, ncclFuncAllGather, 64 * MiB);
+
+  /* NCCL_ALGO=PAT (Ring already ignored): PAT must stay. */
+  float t[NALGO * NPROTO], orig[NALGO * NPROTO];
+  fill(t);
+  for (int p = 0; p < NPROTO; p++) t[NCCL_ALGO_RING * NPROTO + p] = NCCL_ALGO_PROTO_IGNORE;
+  memcpy(orig, t, sizeof t);
+  int changed = collx_tune(&gather, 2, 2, ncclFuncAllGather, 8 * MiB, t, NALGO, NPROTO);
+  CHECK(changed == 0 && same(t, orig, NALGO * NPROTO), "no Ring to pick: PAT was ignored (reported %d)", changed);
+
+  /* A table without a PAT row (an older NCCL): untouched, nothing read past it. */
+  fill(t);
+  memcpy(orig, t, sizeof t);
+  changed = collx_tune(&gather, 2, 2, ncclFuncAllGather, 8 * MiB, t, NCCL_ALGO_PAT, NPROTO);
+  CHECK(changed == 0 && same(t, orig, NALGO * NPROTO), "table of %d algorithms: changed (reported %d)",
+        NCCL_ALGO_PAT, changed);
+
+  /* Tree off for all-reduce, Ring on for the gathers: still active. */
+  struct collx_tune_settings ring_only = gather;
+  ring_only.tree_max = 0;
+  CHECK(collx_tune_inactive_reason(&ring_only, 2, 2) == NULL, "COLLX_TUNER_TREE_MAX=0 with RING_MIN set: inactive");
+  check_unchanged("COLLX_TUNER_TREE_MAX=0: all-reduce 8 B", &ring_only, 2, 2, ncclFuncAllReduce, 8);
+  check_unchanged("COLLX_TUNER_TREE_MAX=0: all-reduce 0 B", &ring_only, 2, 2, ncclFuncAllReduce, 0);
+}
+
 int main(void) {
   test_policy();
+  test_gather_on_ring();
   test_simple_above_ll_max();
   test_tree_ignored();
   test_already_tree_only();
