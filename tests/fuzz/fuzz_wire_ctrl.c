@@ -30,6 +30,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     else if (in.type == WIRE_REJOIN && to_sender && in.seq < COLLX_MAX_MEMBERS && in.e[0].tag > 0 &&
              in.e[0].tag <= 65535)
       expect = WIRE_REJOIN;
+    else if (in.type == WIRE_CTRL_GONE && to_sender && in.e[0].size >= 1 && in.e[0].size <= 3)
+      expect = WIRE_CTRL_GONE;
   }
   FUZZ_CHECK(rc == expect, "returned %d, expected %d (type %u n %u to_sender %d)", rc, expect, in.type, in.n,
              to_sender);
@@ -41,6 +43,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (rc == WIRE_LOST_ACK || rc == WIRE_REJOINED)
     FUZZ_CHECK(in.e[0].size >> WIRE_MAX_STREAMS == 0, "stream mask %llx accepted", (unsigned long long)in.e[0].size);
   if (rc == WIRE_REJOIN) FUZZ_CHECK(in.seq < COLLX_MAX_MEMBERS, "REJOIN for path %u accepted", in.seq);
+  if (rc == WIRE_CTRL_GONE)
+    FUZZ_CHECK(in.e[0].size >= 1 && in.e[0].size <= 3, "CTRL_GONE for paths %llx accepted",
+               (unsigned long long)in.e[0].size);
   if (rc < 0) fuzz_check_why(why);
   free(m);
   return 0;

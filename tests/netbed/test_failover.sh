@@ -10,7 +10,9 @@
 #   2. a member down for 3 s and back up carries traffic again, its
 #      control socket too: a loss of the other member after it is survived
 #      (and two flaps in turn, then a loss); a member's packets dropped by
-#      nftables instead of its link going down;
+#      nftables instead of its link going down; 30% of a member's packets
+#      dropped for 6 s (in order, as NCCL completes), then the other member
+#      lost: every control socket given up on the lossy member came back;
 #   3. with COLLX_FAILOVER=0 the same loss fails the run;
 #   4. every member down: both ends fail with an error naming the peer
 #      within COLLX_TIMEOUT (plus the tick that notices it).
@@ -184,9 +186,48 @@ turn_case() { # label action secs what
 turn_case turn01 flap0_lose1 12 "eth0 down 3 s and back, then eth1 lost"
 [ $sanitized -eq 0 ] && turn_case turn010 flap0_flap1_lose0 20 "eth0 then eth1 down 3 s and back, then eth0 lost"
 
+# ---- 2c. a lossy member, then the loss of the other ---------------------------
+# 30% of eth1's packets dropped each way for 6 s: its control sockets may
+# be given up while its streams hold on.  Such a socket comes back (its
+# path is given up and returns whole), so once the loss is over and every
+# control socket given up is back, eth0 may go.
+eth1_lossy() {
+  ip netns exec "$ns1" nft -f - <<'EOF'
+table inet collx_lossy {
+  chain in { type filter hook input priority 0; iifname "eth1" numgen random mod 100 < 30 drop; }
+  chain out { type filter hook output priority 0; oifname "eth1" numgen random mod 100 < 30 drop; }
+}
+EOF
+}
+eth1_lossless() { ip netns exec "$ns1" nft delete table inet collx_lossy 2>/dev/null; }
+# Control sockets 1 given up and back, on both ends: "given back" when
+# every one given up came back.
+ctrl1_given_up() { cat "$tmp/$1.cli" "$tmp/$1.srv" | grep -c "control socket 1 given up"; }
+ctrl1_back() { cat "$tmp/$1.cli" "$tmp/$1.srv" | grep -c "control socket 1 is back"; }
+lossy1_lose0() {
+  eth1_lossy
+  sleep 6
+  eth1_lossless
+  local waited=0
+  while [ "$(ctrl1_back lossy)" -lt "$(ctrl1_given_up lossy)" ] && [ $waited -lt 200 ]; do
+    sleep 0.1; waited=$((waited + 1))
+  done
+  echo "$waited" >"$tmp/lossy.waits"
+  nic_down 0
+}
+
 if [ $sanitized -eq 1 ]; then
   echo "SKIP: under a sanitizer: nftables and COLLX_FAILOVER=0 (the plain build runs them)"
 elif command -v nft >/dev/null 2>&1; then
+  perf_opts="-v --in-order" run lossy 34 2 lossy1_lose0 "${merged[@]}"
+  eth1_lossless
+  what="30% loss on eth1 for 6 s, then eth0 lost"
+  check $([ $crc -eq 0 ] && [ $src -eq 0 ] && echo 0 || echo 1) "$what: every message right on both ends (client exit $crc, server $src, ${secs}s)"
+  [ $crc -ne 0 ] || [ $src -ne 0 ] && show lossy
+  check $([ "$(ctrl1_back lossy)" -ge "$(ctrl1_given_up lossy)" ] && ! grep -q "control connection is lost" "$tmp/lossy.cli" "$tmp/lossy.srv" \
+    && echo 0 || echo 1) "$what: every control socket given up came back ($(ctrl1_given_up lossy) given up, $(ctrl1_back lossy) back, in $(awk '{printf "%.1f", $1 / 10}' "$tmp/lossy.waits") s)"
+  all_up
+
   run drop 6 2 eth1_drop "${merged[@]}"
   check $([ $crc -eq 0 ] && [ $src -eq 0 ] && echo 0 || echo 1) \
     "packets dropped (nftables): every message right on both ends (client exit $crc, server $src, ${secs}s)"

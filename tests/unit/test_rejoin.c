@@ -254,8 +254,45 @@ static void test_backoff(void) {
   free(c);
 }
 
+/* A control socket given up while its path's streams stay in use: due
+ * (its path to be given up) after TCP_CTRL_ALONE_S, once per spell; never
+ * while its path is lost, nor when its path holds the last streams in use. */
+static void test_ctrl_alone(void) {
+  struct sockaddr_storage addr = loopback(0);
+  struct tcp_comm_base *c = comm_with_lost_path(&addr, 4); /* path 0: streams 0 and 2; path 1: 1 and 3 */
+  atomic_store(&c->lost, 0);
+  c->ctrl.spare = 1;
+  atomic_store(&c->ctrl.live, 3);
+  double t = 100.0;
+  CHECK(tcp_ctrl_alone(c, t) == 0 && tcp_ctrl_alone(c, t + 5) == 0, "both control sockets live: nothing due");
+  atomic_store(&c->ctrl.live, 1); /* slot 1 (path 1) given up, its streams in use */
+  CHECK(tcp_ctrl_alone(c, t) == 0, "slot 1 just given up: not due yet");
+  CHECK(tcp_ctrl_alone(c, t + TCP_CTRL_ALONE_S / 2) == 0, "slot 1 given up half the grace: not due");
+  unsigned due = tcp_ctrl_alone(c, t + TCP_CTRL_ALONE_S);
+  CHECK(due == 2u, "slot 1 given up for the grace: path 1 due (%#x)", due);
+  CHECK(tcp_ctrl_alone(c, t + TCP_CTRL_ALONE_S + 0.1) == 0, "due once per spell");
+  atomic_store(&c->lost, tcp_path_streams(c, 1)); /* its path given up: it comes back with it */
+  CHECK(tcp_ctrl_alone(c, t + 10) == 0 && tcp_ctrl_alone(c, t + 20) == 0, "path 1 lost: nothing due");
+  atomic_store(&c->lost, 0); /* the streams back, the control socket not yet */
+  CHECK(tcp_ctrl_alone(c, t + 30) == 0 && tcp_ctrl_alone(c, t + 30 + TCP_CTRL_ALONE_S / 2) == 0,
+        "streams back, control socket on its way: the grace starts over");
+  atomic_store(&c->ctrl.live, 3);
+  CHECK(tcp_ctrl_alone(c, t + 40) == 0, "control socket back: nothing due");
+  atomic_store(&c->ctrl.live, 2);       /* slot 0 given up alone ... */
+  atomic_store(&c->lost, tcp_path_streams(c, 1)); /* ... and path 1 lost: path 0 holds the last streams */
+  CHECK(tcp_ctrl_alone(c, t + 50) == 0 && tcp_ctrl_alone(c, t + 60) == 0, "the last path in use is never due");
+  atomic_store(&c->lost, 0);
+  tcp_ctrl_alone(c, t + 70);
+  CHECK(tcp_ctrl_alone(c, t + 70 + TCP_CTRL_ALONE_S) == 1u, "slot 0 given up alone: path 0 due");
+  c->ctrl.spare = 0;
+  CHECK(tcp_ctrl_alone(c, t + 80) == 0 && tcp_ctrl_alone(c, t + 90) == 0, "no spare: nothing due");
+  tcp_failover_free(c);
+  free(c);
+}
+
 int main(void) {
   tcp_cfg.chunk_size = 512 * 1024;
+  test_ctrl_alone();
   test_receiver();
   test_sender();
   test_sender_keeps_the_socket_through();

@@ -186,6 +186,7 @@ struct tcp_path {
   double tried_at;                /* ...and when the attempt under way began */
   int losses;                     /* sender: losses in a row, each within TCP_PATH_FORGET_S of the last... */
   double lost_at;                 /* ...the last one */
+  double ctrl_alone_since;        /* its control socket given up while its streams were in use (watchdog) */
 };
 
 /* Failover's state beside a comm (heap: only comms with failover pay

@@ -21,7 +21,9 @@
  * `parse` until it needs more; a role may also read a long payload
  * straight into its buffer (tcp_ctrl_recv).
  *
- * A socket given up comes back with its path (tcp_ctrl_rejoin): each end's
+ * A socket given up comes back with its path (tcp_ctrl_rejoin; one given
+ * up alone takes its path down with it first, failover.c's
+ * tcp_ctrl_alone): each end's
  * writer attaches it between messages, first writing a RESUME record that
  * says from which byte of its stream the socket carries on; the other
  * end's reader reads that record and then treats the socket as the copy it

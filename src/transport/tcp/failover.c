@@ -108,6 +108,26 @@ unsigned tcp_path_lose(struct tcp_comm_base *c, int i, const char *why) {
   return path & ~before;
 }
 
+unsigned tcp_ctrl_alone(struct tcp_comm_base *c, double now) {
+  if (!c->paths || !tcp_ctrl_has_spare(&c->ctrl)) return 0;
+  unsigned due = 0, in_use = ~atomic_load(&c->lost) & ((1u << c->nstreams) - 1);
+  for (int p = 0; p < 2 && p < c->npaths; p++) {
+    struct tcp_path *pp = &c->paths->p[p];
+    unsigned mine = tcp_path_streams(c, p);
+    /* Never the last path in use: better a comm without a spare than none. */
+    int alone = !tcp_ctrl_live(&c->ctrl, p) && (mine & in_use) && (in_use & ~mine);
+    if (!alone) {
+      pp->ctrl_alone_since = 0;
+    } else if (pp->ctrl_alone_since == 0) {
+      pp->ctrl_alone_since = now;
+    } else if (now - pp->ctrl_alone_since >= TCP_CTRL_ALONE_S) {
+      pp->ctrl_alone_since = 0;
+      due |= 1u << p;
+    }
+  }
+  return due;
+}
+
 void tcp_path_lost_ctrl(struct tcp_comm_base *c, int path, const char *why) {
   /* The control socket travels on path 0, its spare on path 1. */
   if (path == 0 || (path == 1 && tcp_ctrl_has_spare(&c->ctrl))) tcp_ctrl_lose(&c->ctrl, path, why);

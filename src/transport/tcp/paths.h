@@ -33,6 +33,16 @@ unsigned tcp_path_lose(struct tcp_comm_base *c, int i, const char *why);
 double tcp_path_backoff(int losses);
 /* The control socket on a lost path is given up too. */
 void tcp_path_lost_ctrl(struct tcp_comm_base *c, int path, const char *why);
+/* A control socket given up while its path's streams stay in use (it
+ * stalled on a lossy link, or its reader went quiet) would never come
+ * back: only a path's return brings its control socket back.  So once it
+ * has been so for TCP_CTRL_ALONE_S, its path is given up too and returns
+ * whole, with the path's back-off.  The grace leaves a control socket
+ * whose return with its path's streams is under way the time to finish.
+ * Returns the paths due (bit p: path p), each once per such spell; the
+ * watchdog's, each tick. */
+#define TCP_CTRL_ALONE_S 1.0
+unsigned tcp_ctrl_alone(struct tcp_comm_base *c, double now);
 
 /* ---- a lost path coming back (rejoin.c) ----------------------------------- */
 

@@ -386,7 +386,17 @@ static void paths_rejoin(struct tcp_recv_comm *c) {
 static void recv_watch(struct tcp_comm_base *b, double now) {
   struct tcp_recv_comm *c = recv_comm_of(b);
   tcp_ctrl_heartbeat(&b->ctrl, now);
-  if (b->failover) paths_rejoin(c);
+  if (b->failover) {
+    /* Only the sender gives a path up: it is asked to (tcp_ctrl_alone). */
+    unsigned gone = tcp_ctrl_alone(b, now);
+    if (gone) {
+      COLLX_INFO(COLLX_LOG_NET, "receive connection from %s on device %s: control socket given up while its "
+                 "path's streams were in use (paths 0x%x); the sender is asked to give the path up, so that it "
+                 "comes back whole", b->peer, b->devname, gone);
+      tcp_recv_owe_ctrl_gone(c, gone);
+    }
+    paths_rejoin(c);
+  }
   if (tcp_caller_progress()) read_all_streams(c, 0);
 }
 

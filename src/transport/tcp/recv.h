@@ -98,6 +98,7 @@ struct tcp_recv_comm {
   unsigned lost_ack;
   unsigned rejoin_offer;      /* paths whose listener's port the sender is owed (REJOIN) */
   unsigned rejoined;          /* streams back in place (REJOINED) */
+  unsigned ctrl_gone;         /* paths whose control socket was given up alone (CTRL_GONE) */
   atomic_int owed;            /* any of the above owed, or CTS records in the backlog */
   /* CTS records the channel had no room for, oldest first, written as
    * room comes (the role's fill); allocated at first use.  Writer held. */
@@ -173,6 +174,7 @@ void tcp_recv_ctrl_drain(struct tcp_comm_base *c);
  * (REJOINED); written at once when the channel is free, else by its next
  * writer. */
 void tcp_recv_owe_lost_ack(struct tcp_recv_comm *c, unsigned mask);
+void tcp_recv_owe_ctrl_gone(struct tcp_recv_comm *c, unsigned paths);
 void tcp_recv_owe_rejoin(struct tcp_recv_comm *c, unsigned paths);
 void tcp_recv_owe_rejoined(struct tcp_recv_comm *c, unsigned mask);
 

@@ -44,7 +44,7 @@
 static struct tcp_recv_comm *recv_comm_of(struct tcp_comm_base *b) { return (struct tcp_recv_comm *)b; }
 static struct tcp_recv_comm *ctrl_owner(struct tcp_ctrl *k) { return recv_comm_of(k->comm); }
 
-/* ---- writing: failover's DONE, LOST_ACK, REJOIN and REJOINED records ------ */
+/* ---- writing: failover's DONE, LOST_ACK, REJOIN, REJOINED, CTRL_GONE records */
 
 static int owed(struct tcp_ctrl *k) { return atomic_load(&ctrl_owner(k)->owed); }
 
@@ -69,6 +69,11 @@ static void queue_owed(struct tcp_ctrl *k) {
     if (tcp_ctrl_queue(k, &m) != 0) break;
     c->rejoin_offer &= ~(1u << p);
   }
+  if (c->ctrl_gone) {
+    struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_CTRL_GONE, .n = 1};
+    m.e[0].size = c->ctrl_gone;
+    if (tcp_ctrl_queue(k, &m) == 0) c->ctrl_gone = 0;
+  }
   if (c->rejoined) {
     struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_REJOINED, .n = 1};
     m.e[0].size = c->rejoined;
@@ -82,7 +87,8 @@ static void queue_owed(struct tcp_ctrl *k) {
     if (tcp_ctrl_queue(k, &m) != 0) break;
     c->done_len -= n;
   }
-  atomic_store(&c->owed, c->done_len > 0 || c->lost_ack || c->rejoin_offer || c->rejoined || c->cts_backlog_len > 0);
+  atomic_store(&c->owed, c->done_len > 0 || c->lost_ack || c->rejoin_offer || c->rejoined || c->ctrl_gone ||
+                             c->cts_backlog_len > 0);
   pthread_mutex_unlock(&c->done_lock);
 }
 
@@ -106,6 +112,7 @@ static void owe(struct tcp_recv_comm *c, unsigned *what, unsigned mask) {
 void tcp_recv_owe_lost_ack(struct tcp_recv_comm *c, unsigned mask) { owe(c, &c->lost_ack, mask); }
 void tcp_recv_owe_rejoin(struct tcp_recv_comm *c, unsigned paths) { owe(c, &c->rejoin_offer, paths); }
 void tcp_recv_owe_rejoined(struct tcp_recv_comm *c, unsigned mask) { owe(c, &c->rejoined, mask); }
+void tcp_recv_owe_ctrl_gone(struct tcp_recv_comm *c, unsigned paths) { owe(c, &c->ctrl_gone, paths); }
 
 void tcp_recv_account(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t len) {
   uint32_t seq;

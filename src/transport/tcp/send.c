@@ -343,6 +343,18 @@ static void streams_check(struct tcp_send_comm *c, double now) {
   }
 }
 
+/* A control socket given up alone, here or at the receiver (CTRL_GONE),
+ * takes its path down with it, so that the path comes back whole
+ * (tcp_ctrl_alone). */
+static void paths_of_ctrl_gone(struct tcp_send_comm *c, double now) {
+  unsigned mine = tcp_ctrl_alone(&c->base, now), theirs = atomic_exchange(&c->ctrl_gone, 0);
+  for (int p = 0; p < 2 && p < c->base.npaths; p++) {
+    if (!((mine | theirs) >> p & 1)) continue;
+    stream_failed(c, p, mine >> p & 1 ? "its control socket was given up while its streams were in use"
+                                       : "the receiver gave up its control socket on it");
+  }
+}
+
 /* ---- a merged device: how fast each stream drains --------------------------- */
 
 /* A look at how much stream i drained since the last. */
@@ -628,6 +640,7 @@ static void send_watch(struct tcp_comm_base *b, double now) {
   if (c->merged) streams_pace(c);
   if (c->base.failover) {
     streams_check(c, now);
+    paths_of_ctrl_gone(c, now);
     paths_rejoin(c, now);
   }
 }

@@ -113,6 +113,7 @@ struct tcp_send_comm {
   uint16_t rejoin_port[COLLX_MAX_MEMBERS];
   uint64_t rejoin_token;
   atomic_uint rejoined;
+  atomic_uint ctrl_gone;      /* paths whose control socket the receiver gave up alone (CTRL_GONE) */
   double last_stream_hb;      /* heartbeat on a data stream, watchdog only */
   unsigned slow_warned;       /* paths named slow in a WARN, watchdog only */
   unsigned pump_turn;         /* COLLX_PROGRESS=caller: stream to start from */

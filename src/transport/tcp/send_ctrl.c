@@ -91,7 +91,8 @@ static void sends_confirmed(struct tcp_send_comm *c, const struct wire_ctrl *m) 
 
 static int accept_record(struct tcp_send_comm *c, const struct wire_ctrl *m, const char **why) {
   int type = wire_ctrl_check(m, 1, why);
-  if ((type == WIRE_DONE || type == WIRE_LOST_ACK || type == WIRE_REJOIN || type == WIRE_REJOINED) &&
+  if ((type == WIRE_DONE || type == WIRE_LOST_ACK || type == WIRE_REJOIN || type == WIRE_REJOINED ||
+       type == WIRE_CTRL_GONE) &&
       !c->base.failover) {
     *why = "failover record on a connection without failover";
     return -1;
@@ -107,6 +108,7 @@ static int accept_record(struct tcp_send_comm *c, const struct wire_ctrl *m, con
     pthread_mutex_unlock(&c->rejoin_lock);
   }
   if (type == WIRE_REJOINED) atomic_fetch_or(&c->rejoined, (unsigned)m->e[0].size);
+  if (type == WIRE_CTRL_GONE) atomic_fetch_or(&c->ctrl_gone, (unsigned)m->e[0].size);
   if (type != WIRE_CTS) return type < 0 ? -1 : 0;
   return match_cts_accept(&c->match_tx, m, why);
 }

@@ -80,6 +80,13 @@ int wire_ctrl_check(const struct wire_ctrl *m, int to_sender, const char **why) 
     }
     return WIRE_REJOIN;
   }
+  if (m->type == WIRE_CTRL_GONE && to_sender) {
+    if (m->e[0].size == 0 || m->e[0].size > 3) {
+      *why = "CTRL_GONE naming no or impossible paths";
+      return -1;
+    }
+    return WIRE_CTRL_GONE;
+  }
   if (m->type == WIRE_REJOINED && to_sender) {
     if (m->e[0].size == 0 || m->e[0].size >> WIRE_MAX_STREAMS) {
       *why = "REJOINED naming no or impossible streams";

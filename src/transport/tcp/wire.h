@@ -38,7 +38,7 @@
 #include "util/netdev.h"
 
 #define WIRE_MAGIC 0x7863u /* "cx" */
-#define WIRE_VERSION 7
+#define WIRE_VERSION 8
 /* Data streams a connection may have: bit masks of streams fit 16 bits. */
 #define WIRE_MAX_STREAMS 16
 
@@ -93,6 +93,10 @@ struct wire_welcome {
  *   e[0].tag; their hellos must carry the token e[0].size as secret.
  * REJOINED: the streams in the bit mask e[0].size have their new socket
  *   in place: the sender may write on them.
+ * CTRL_GONE: receiver to sender, with failover: e[0].size is a mask of
+ *   paths (0 and 1) whose control socket the receiver gave up while their
+ *   streams stayed in use; the sender gives those paths up, so that they
+ *   come back whole, control socket included.
  * RESUME: the first record each end writes on a control socket that comes
  *   back (CTRL_AGAIN), outside the control stream: e[0].size is the byte
  *   of that end's control stream the socket carries from on (the reader
@@ -108,6 +112,7 @@ enum wire_ctrl_type {
   WIRE_REJOIN = 8,
   WIRE_REJOINED = 9,
   WIRE_RESUME = 10,
+  WIRE_CTRL_GONE = 11,
 };
 
 struct wire_cts_entry {
