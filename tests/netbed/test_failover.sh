@@ -204,12 +204,16 @@ eth1_lossless() { ip netns exec "$ns1" nft delete table inet collx_lossy 2>/dev/
 # every one given up came back.
 ctrl1_given_up() { cat "$tmp/$1.cli" "$tmp/$1.srv" | grep -c "control socket 1 given up"; }
 ctrl1_back() { cat "$tmp/$1.cli" "$tmp/$1.srv" | grep -c "control socket 1 is back"; }
+# Each sender's losses of eth1, and its returns (after a back-off).
+eth1_lost() { cat "$tmp/$1.cli" "$tmp/$1.srv" | grep -c "lost the path eth1 "; }
+eth1_back() { cat "$tmp/$1.cli" "$tmp/$1.srv" | grep -c "path eth1 to .* is back in use"; }
 lossy1_lose0() {
   eth1_lossy
   sleep 6
   eth1_lossless
   local waited=0
-  while [ "$(ctrl1_back lossy)" -lt "$(ctrl1_given_up lossy)" ] && [ $waited -lt 200 ]; do
+  while { [ "$(ctrl1_back lossy)" -lt "$(ctrl1_given_up lossy)" ] || [ "$(eth1_back lossy)" -lt "$(eth1_lost lossy)" ]; } &&
+    [ $waited -lt 200 ]; do
     sleep 0.1; waited=$((waited + 1))
   done
   echo "$waited" >"$tmp/lossy.waits"
@@ -225,7 +229,7 @@ elif command -v nft >/dev/null 2>&1; then
   check $([ $crc -eq 0 ] && [ $src -eq 0 ] && echo 0 || echo 1) "$what: every message right on both ends (client exit $crc, server $src, ${secs}s)"
   [ $crc -ne 0 ] || [ $src -ne 0 ] && show lossy
   check $([ "$(ctrl1_back lossy)" -ge "$(ctrl1_given_up lossy)" ] && ! grep -q "control connection is lost" "$tmp/lossy.cli" "$tmp/lossy.srv" \
-    && echo 0 || echo 1) "$what: every control socket given up came back ($(ctrl1_given_up lossy) given up, $(ctrl1_back lossy) back, in $(awk '{printf "%.1f", $1 / 10}' "$tmp/lossy.waits") s)"
+    && echo 0 || echo 1) "$what: every control socket given up came back ($(ctrl1_given_up lossy) given up, $(ctrl1_back lossy) back; eth1 lost $(eth1_lost lossy) times, back $(eth1_back lossy); in $(awk '{printf "%.1f", $1 / 10}' "$tmp/lossy.waits") s)"
   all_up
 
   run drop 6 2 eth1_drop "${merged[@]}"
