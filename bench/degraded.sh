@@ -13,7 +13,10 @@
 #   1g+50m    eth0 and the 50 Mb/s NIC merged (COLLX_MERGE=eth0+eth1)
 #   1g+2m     eth0 and the 2 Mb/s NIC merged
 #   1g+3g     eth0 and the 3 Gb/s NIC merged
-# in each progress mode of PROGRESSES (default "caller threads").  Then, on
+# in each progress mode of PROGRESSES (default "caller threads").  Then
+# (LOSSY=1, the default), on a second bed of two 1 Gb/s NICs: eth0 alone
+# against eth0 merged with eth1, which loses 30% of its packets each way
+# (nftables on the client's host) for the whole run.  Then, on
 # a second bed of two NICs without a rate limit, what the change costs a
 # healthy merged device with failover on (the default): 64 KiB and 1 MiB
 # messages, 8 in flight, completed as they come and in order.
@@ -38,6 +41,7 @@ SECS=${SECS:-5}
 CONFIGS=${CONFIGS:-"1g 1g+50m 1g+2m 1g+3g"}
 PROGRESSES=${PROGRESSES:-"caller threads"}
 HEALTHY=${HEALTHY:-1}
+LOSSY=${LOSSY:-1}
 [ "$(id -u)" -eq 0 ] || { echo "bench/degraded.sh: needs root" >&2; exit 2; }
 [ -x "$perf" ] || { echo "bench/degraded.sh: $perf not found" >&2; exit 2; }
 out=${RESULTS_DIR:-$here/results/$(date +%Y-%m-%d)-degraded}
@@ -112,6 +116,37 @@ for ((k = 1; k <= RUNS; k++)); do
   done
 done
 netbed_down "$bed"
+
+# ---- a lossy member ------------------------------------------------------------
+if [ "$LOSSY" = 1 ]; then
+  netbed_up "$bed" 2 2 1gbit 1gbit || exit 2
+  ip netns exec "$(netbed_ns "$bed" 1)" nft -f - <<'EOF' || exit 2
+table inet collx_lossy {
+  chain in { type filter hook input priority 0; iifname "eth1" numgen random mod 100 < 30 drop; }
+  chain out { type filter hook output priority 0; oifname "eth1" numgen random mod 100 < 30 drop; }
+}
+EOF
+  {
+    echo
+    echo "## A lossy member: eth1 drops 30% of its packets each way, 1 MiB in order, ${SECS} s"
+    echo
+    echo "| run | plugin | 1g alone GB/s | 1g+lossy GB/s | of 1g alone | paths lost (both ends) | the client's control sockets given up / back |"
+    echo "| --- | --- | --- | --- | --- | --- | --- |"
+  } >>"$out/table.md"
+  for ((k = 1; k <= RUNS; k++)); do
+    for ((p = 0; p < ${#plugins[@]}; p++)); do
+      run "lossy-alone-p$p-$k" "${plugins[$p]}" "-s 1M --in-order" COLLX_IFNAME==eth0
+      run "lossy-merged-p$p-$k" "${plugins[$p]}" "-s 1M --in-order -v" COLLX_IFNAME==eth0,eth1 COLLX_MERGE=eth0+eth1
+      a=$(gbps "$out/raw/lossy-alone-p$p-$k.txt") m=$(gbps "$out/raw/lossy-merged-p$p-$k.txt")
+      logs=("$out/raw/lossy-merged-p$p-$k.txt" "$out/raw/lossy-merged-p$p-$k.srv")
+      printf '| %d | %s | %s | %s | %s | %s | %s / %s |\n' "$k" "${plugins[$p]:-default}" "$a" "$m" \
+        "$(awk -v v="$m" -v r="$a" 'BEGIN {if (r > 0 && v != "") printf "%.2f", v / r; else print "-"}')" \
+        "$(cat "${logs[@]}" | grep -c 'lost the path')" "$(cat "${logs[@]}" | grep -c 'control socket . given up')" \
+        "$(cat "${logs[@]}" | grep -c 'control socket . is back')" >>"$out/table.md"
+    done
+  done
+  netbed_down "$bed"
+fi
 [ "$HEALTHY" = 1 ] || { cat "$out/table.md"; exit 0; }
 
 # ---- a healthy merged device: what the change costs -------------------------
