@@ -63,8 +63,7 @@ ncclResult_t tuner_get_coll_info(void *context, ncclFunc_t coll, size_t nbytes, 
   const struct tuner_ctx *c = context;
   if (!c) return ncclSuccess;
   /* The table is one contiguous float array despite its declared type. */
-  collx_tune(&c->settings, c->nranks, c->nnodes, (int)coll, nbytes,
-                       (float *)cost_table, nalgo, nproto);
+  collx_tune(&c->settings, c->nranks, c->nnodes, (int)coll, nbytes, (float *)cost_table, nalgo, nproto);
   return ncclSuccess;
 }
 

@@ -72,8 +72,8 @@ static int allreduce_on_tree(const struct collx_tune_settings *s, size_t nbytes,
 
 /* An all-gather or reduce-scatter whose share per rank is ring_min or more
  * keeps off PAT.  NCCL's model, fed collx's speed, keeps PAT up to a 4 MiB
- * all-gather at 2 ranks (2 MiB a rank), where Ring moved 5.0-5.1 GB/s of
- * bus bandwidth against PAT's 1.5-1.9; with smaller shares PAT was as fast
+ * all-gather at 2 ranks (2 MiB a rank), where Ring moved 5.0-6.5 GB/s of
+ * bus bandwidth against PAT's 1.5-2.9; with smaller shares PAT was as fast
  * or faster, and from 2 MiB a rank up NCCL picks Ring at 4 ranks itself
  * (bench/NOTES.md 43). */
 static int gather_on_ring(const struct collx_tune_settings *s, size_t nranks, size_t nbytes, float *table,

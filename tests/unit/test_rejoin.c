@@ -281,6 +281,9 @@ static void test_ctrl_alone(void) {
   atomic_store(&c->ctrl.live, 2);       /* slot 0 given up alone ... */
   atomic_store(&c->lost, tcp_path_streams(c, 1)); /* ... and path 1 lost: path 0 holds the last streams */
   CHECK(tcp_ctrl_alone(c, t + 50) == 0 && tcp_ctrl_alone(c, t + 60) == 0, "the last path in use is never due");
+  CHECK(!tcp_path_spared(c, 0) && !tcp_path_spared(c, 1), "path 1 lost: neither path may be given up for its control socket");
+  atomic_store(&c->lost, 0);
+  CHECK(tcp_path_spared(c, 0) && tcp_path_spared(c, 1), "both paths in use: either may be given up");
   atomic_store(&c->lost, 0);
   tcp_ctrl_alone(c, t + 70);
   CHECK(tcp_ctrl_alone(c, t + 70 + TCP_CTRL_ALONE_S) == 1u, "slot 0 given up alone: path 0 due");

@@ -108,14 +108,18 @@ unsigned tcp_path_lose(struct tcp_comm_base *c, int i, const char *why) {
   return path & ~before;
 }
 
+int tcp_path_spared(const struct tcp_comm_base *c, int p) {
+  unsigned in_use = ~atomic_load(&((struct tcp_comm_base *)c)->lost) & ((1u << c->nstreams) - 1);
+  unsigned mine = tcp_path_streams(c, p);
+  return (mine & in_use) && (in_use & ~mine);
+}
+
 unsigned tcp_ctrl_alone(struct tcp_comm_base *c, double now) {
   if (!c->paths || !tcp_ctrl_has_spare(&c->ctrl)) return 0;
-  unsigned due = 0, in_use = ~atomic_load(&c->lost) & ((1u << c->nstreams) - 1);
+  unsigned due = 0;
   for (int p = 0; p < 2 && p < c->npaths; p++) {
     struct tcp_path *pp = &c->paths->p[p];
-    unsigned mine = tcp_path_streams(c, p);
-    /* Never the last path in use: better a comm without a spare than none. */
-    int alone = !tcp_ctrl_live(&c->ctrl, p) && (mine & in_use) && (in_use & ~mine);
+    int alone = !tcp_ctrl_live(&c->ctrl, p) && tcp_path_spared(c, p);
     if (!alone) {
       pp->ctrl_alone_since = 0;
     } else if (pp->ctrl_alone_since == 0) {

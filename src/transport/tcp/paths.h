@@ -43,6 +43,10 @@ void tcp_path_lost_ctrl(struct tcp_comm_base *c, int path, const char *why);
  * watchdog's, each tick. */
 #define TCP_CTRL_ALONE_S 1.0
 unsigned tcp_ctrl_alone(struct tcp_comm_base *c, double now);
+/* Path p has streams in use and so do others: it may be given up for its
+ * control socket (never the last path in use: better a comm without a
+ * spare than none). */
+int tcp_path_spared(const struct tcp_comm_base *c, int p);
 
 /* ---- a lost path coming back (rejoin.c) ----------------------------------- */
 

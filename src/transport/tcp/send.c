@@ -349,7 +349,9 @@ static void streams_check(struct tcp_send_comm *c, double now) {
 static void paths_of_ctrl_gone(struct tcp_send_comm *c, double now) {
   unsigned mine = tcp_ctrl_alone(&c->base, now), theirs = atomic_exchange(&c->ctrl_gone, 0);
   for (int p = 0; p < 2 && p < c->base.npaths; p++) {
-    if (!((mine | theirs) >> p & 1)) continue;
+    /* The receiver judged by its view of the streams; the last path in
+     * use here stays, whatever it asked. */
+    if (!((mine | theirs) >> p & 1) || !tcp_path_spared(&c->base, p)) continue;
     stream_failed(c, p, mine >> p & 1 ? "its control socket was given up while its streams were in use"
                                        : "the receiver gave up its control socket on it");
   }
