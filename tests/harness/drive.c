@@ -113,7 +113,10 @@ int hx_load(void) {
   }
   /* Every version with profiler calls runs under the recording profiler:
    * its events are judged when the process ends (hx_prof_verdict). */
-  if (hx_net_has_profiler(&hx_plugin)) hx_plugin.prof = &hx_prof_recorder;
+  if (hx_net_has_profiler(&hx_plugin)) {
+    hx_plugin.prof = &hx_prof_recorder;
+    hx_prof_plugin_loaded();
+  }
   hx_step("init");
   double t0 = now_s();
   ncclResult_t r = hx_net_init(&hx_plugin, harness_logger);

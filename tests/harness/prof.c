@@ -31,7 +31,7 @@ struct token {
   size_t len;
   void *comm, *req;
   int posted, starts;
-  long nth; /* posted as the process's nth message with a handle */
+  long nth; /* posted as the nth message with a handle since the plugin was loaded */
   struct event *ev[EVENTS_PER_HANDLE]; /* ev[0] the message's */
 };
 
@@ -51,6 +51,9 @@ static size_t nlive, caplive;
 static struct event **events;
 static size_t nevents, capevents;
 static long n_started, n_stopped, n_posted, n_parts;
+/* n_posted when the plugin was last loaded: a case that loads it again
+ * gets a fresh plugin that learns of the profiler anew. */
+static long posted_at_load;
 /* Messages of a MiB or more done, and those of them with no stream's part
  * shown: all of them would mean the per-stream events are missing. */
 static long n_large_done, n_large_bare;
@@ -190,7 +193,7 @@ static void on_posted(void *comm, void *req, void *const *handles, int n) {
       live[i]->comm = comm;
       live[i]->req = req;
       live[i]->posted = req != NULL;
-      if (req) live[i]->nth = ++n_posted;
+      if (req) live[i]->nth = ++n_posted - posted_at_load;
       else end_token(i, "not posted");
       break;
     }
@@ -219,6 +222,12 @@ static void on_closed(void *comm) {
 
 const struct hx_net_prof hx_prof_recorder = {
     .callback = record, .handle = new_handle, .posted = on_posted, .tested = on_tested, .closed = on_closed};
+
+void hx_prof_plugin_loaded(void) {
+  pthread_mutex_lock(&lock);
+  posted_at_load = n_posted;
+  pthread_mutex_unlock(&lock);
+}
 
 void hx_prof_counts(long *started, long *stopped, long *posted) {
   pthread_mutex_lock(&lock);

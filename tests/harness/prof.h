@@ -18,6 +18,9 @@ extern const struct hx_net_prof hx_prof_recorder;
 /* Violations so far (hx_fail for the first few) and a note with the event
  * count; 0 when all is well. */
 int hx_prof_verdict(void);
+/* The plugin was (re)loaded: its first message afterwards is the one it
+ * learns of the profiler from. */
+void hx_prof_plugin_loaded(void);
 /* Events started, stopped, and messages posted with a handle. */
 void hx_prof_counts(long *started, long *stopped, long *posted);
 
