@@ -3,7 +3,8 @@
  * per unit of busy time, ignores spells too short to say anything and
  * starts over on a new socket; a stream is slow only far below the
  * fastest; a slow one takes a chunk only once its socket drains soon; a
- * chunk is through once the socket no longer holds it. */
+ * chunk is through once the socket no longer holds it; one is late to be
+ * copied only after what a slow stream is given would have drained. */
 #include <math.h>
 #include <stdio.h>
 
@@ -48,6 +49,12 @@ int main(void) {
   CHECK(pace_through(1000, 200, 800) && !pace_through(1000, 201, 800), "the boundary byte");
   CHECK(!pace_through(100, 200, 50), "more held than written taken as through");
 
+  /* Late: waited PACE_LATE_S, longer than a slow stream is given, so a
+   * chunk on its way within the budget is never copied. */
+  CHECK(!pace_late(100.0, 100.0 + PACE_BUDGET_S) && !pace_late(100.0, 100.0 + PACE_LATE_S * 0.99),
+        "a chunk taken late before PACE_LATE_S");
+  CHECK(pace_late(100.0, 100.0 + PACE_LATE_S) && pace_late(100.0, 105.0), "a chunk waiting PACE_LATE_S not late");
+  CHECK(!pace_late(100.0, 99.0), "a chunk from the future late");
   printf("test_pace: %d checks, %d failed\n", checks, failures);
   return failures != 0;
 }

@@ -22,3 +22,5 @@ int pace_slow(double bps, double fastest) { return bps > 0 && fastest > 0 && bps
 int pace_may_take(uint64_t queued, double bps) { return (double)queued <= bps * PACE_BUDGET_S; }
 
 int pace_through(uint64_t wrote, uint64_t outq, uint64_t end) { return outq <= wrote && wrote - outq >= end; }
+
+int pace_late(double at, double now) { return now - at >= PACE_LATE_S; }

@@ -4,7 +4,8 @@
  * it had bytes to send (tcp_info) feed a per-stream estimate; a stream that drains far slower than the fastest
  * (a member NIC negotiated down, or degraded) is "slow": it takes a new
  * chunk only once what it holds in its socket drains in a short time, and
- * its chunks not yet through go out again on a faster stream that is idle.
+ * its chunks not yet through go out again on a faster stream that is
+ * idle, or busy once they are late (PACE_LATE_S).
  * Pure functions, no locking: the watchdog feeds the estimates, the
  * streams read what it publishes.
  */
@@ -23,6 +24,18 @@
 /* A slow stream takes a new chunk only while what it holds drains within
  * this long. */
 #define PACE_BUDGET_S 0.05
+
+/* A stream whose peer host has acknowledged nothing for this long while
+ * bytes wait is stuck: a retransmission timed out at least once (200 ms
+ * at the least on Linux), as on a lossy link. */
+#define PACE_STUCK_MS 300
+/* A chunk waiting this long on a slow or stuck stream goes out again on a
+ * faster one before that stream's new work: in-order completion waits on
+ * it, and the faster streams may never run out of work to take it when
+ * idle.  Four times what a slow stream is given, so a chunk dealt within
+ * a slow stream's budget is not copied while it is on its way. */
+#define PACE_LATE_S (4 * PACE_BUDGET_S)
+_Static_assert(PACE_STUCK_MS > 200, "stuck means more than one retransmission timeout");
 
 struct pace_rate {
   double bps;       /* bytes per second, 0 until the first sample */
@@ -51,5 +64,8 @@ int pace_may_take(uint64_t queued, double bps);
  * the sender's host and been acknowledged: `wrote` bytes written in all,
  * `outq` still in the socket. */
 int pace_through(uint64_t wrote, uint64_t outq, uint64_t end);
+/* Whether a chunk written at `at` has waited long enough by `now` (both
+ * seconds) to go out again on a busy faster stream: PACE_LATE_S. */
+int pace_late(double at, double now);
 
 #endif

@@ -52,11 +52,18 @@ static int stream_slow(const struct tcp_send_comm *c, int h) {
   return atomic_load_explicit(&c->tx[h].slow, memory_order_relaxed);
 }
 
+static int stream_stuck(const struct tcp_send_comm *c, int h) {
+  return atomic_load_explicit(&c->tx[h].stuck, memory_order_relaxed);
+}
+
+/* Slow or stuck: chunks left waiting on it may go out again elsewhere. */
+static int stream_behind(const struct tcp_send_comm *c, int h) { return stream_slow(c, h) || stream_stuck(c, h); }
+
 /* Whether stream h should keep its chunks for itself: it is idle, its
- * socket takes more and it is not slow.  Otherwise another stream may take
+ * socket takes more and it is neither slow nor stuck.  Otherwise another stream may take
  * them. */
 static int stream_ready(struct tcp_send_comm *c, int h) {
-  return !tcp_stream_lost(&c->base, h) && !atomic_load(&c->tx[h].busy) && !stream_slow(c, h) &&
+  return !tcp_stream_lost(&c->base, h) && !atomic_load(&c->tx[h].busy) && !stream_behind(c, h) &&
          sock_writable(c->base.streams[h].fd);
 }
 
@@ -125,7 +132,7 @@ static int pick_slow(struct tcp_send_comm *c, int j, uint64_t queued, struct tcp
   return 0;
 }
 
-/* The chunk stream j writes next.  On one NIC: the oldest, so that
+/* The new chunk stream j writes next.  On one NIC: the oldest, so that
  * whichever stream is free carries it.  On a merged device: the oldest at
  * home on j, else the oldest at home on a stream that is busy, whose
  * socket is full or that is slow, so that equal members carry equal
@@ -134,7 +141,6 @@ static int pick_slow(struct tcp_send_comm *c, int j, uint64_t queued, struct tcp
  * own).  0 when there is none.  `queued`: what a slow j's socket holds.
  * Caller holds q_lock. */
 static int pick_chunk(struct tcp_send_comm *c, int j, uint64_t queued, struct tcp_send_req **rp, size_t *kp) {
-  if (c->base.failover && pick_redo(c, rp, kp)) return 1;
   if (!c->merged) return pick_next(c, rp, kp);
   if (stream_slow(c, j)) return pick_slow(c, j, queued, rp, kp);
   struct collx_list *pos;
@@ -187,7 +193,8 @@ static int log_chunk(struct tcp_send_comm *c, struct tcp_send_stream *t, struct 
     t->log = log;
     t->log_cap = cap;
   }
-  t->log[t->log_len++] = (struct tcp_sent_chunk){.req = r, .seq = r->base.seq, .k = (uint32_t)k, .end = end};
+  t->log[t->log_len++] =
+      (struct tcp_sent_chunk){.req = r, .seq = r->base.seq, .k = (uint32_t)k, .end = end, .at = tcp_now()};
   return 0;
 }
 
@@ -214,12 +221,14 @@ static int redo_add(struct tcp_send_comm *c, struct tcp_send_req *r, uint32_t k)
 
 /* A copy of the oldest chunk that stream h carries, has not got through
  * (its socket still holds it: `outq` of the `wrote` bytes) and nobody
- * copied yet, for another stream to write.  Caller holds q_lock. */
-static int pick_left_behind(struct tcp_send_comm *c, int h, uint64_t wrote, uint64_t outq,
+ * copied yet, for another stream to write; `late`: only one taken
+ * PACE_LATE_S before `now` or earlier.  Caller holds q_lock. */
+static int pick_left_behind(struct tcp_send_comm *c, int h, uint64_t wrote, uint64_t outq, int late, double now,
                             struct tcp_send_req **rp, size_t *kp) {
   struct tcp_send_stream *t = &c->tx[h];
   for (uint32_t i = t->log_head; i < t->log_len; i++) {
     struct tcp_sent_chunk *e = &t->log[i];
+    if (late && !pace_late(e->at, now)) return 0; /* the log is oldest first */
     if (e->dup || sent_stale(e) || pace_through(wrote, outq, e->end)) continue;
     e->dup = 1;
     *rp = e->req;
@@ -230,28 +239,31 @@ static int pick_left_behind(struct tcp_send_comm *c, int h, uint64_t wrote, uint
   return 0;
 }
 
-/* Stream j, idle and not slow, takes a copy of a chunk waiting on a slow
- * stream (failover: the receiver drops whichever copy comes second).  The
- * slow streams' sockets are asked what they still hold before q_lock is
- * taken; their byte counts are read first, so that a write between the two
- * makes a chunk look waiting, never through.  Caller holds s->lock of j
- * and q_lock (released and taken again here). */
-static int pick_dup(struct tcp_send_comm *c, int j, struct tcp_send_req **rp, size_t *kp) {
+/* Stream j, neither slow nor stuck, takes a copy of a chunk waiting on a
+ * slow or stuck stream (failover: the receiver drops whichever copy comes
+ * second): when j is idle, any such chunk; before its new work (`late`),
+ * one that has waited PACE_LATE_S.  The others' sockets are asked what
+ * they still hold before q_lock is taken; their byte counts are read
+ * first, so that a write between the two makes a chunk look waiting,
+ * never through.  Caller holds s->lock of j and q_lock (released and
+ * taken again here). */
+static int pick_dup(struct tcp_send_comm *c, int j, int late, struct tcp_send_req **rp, size_t *kp) {
   uint64_t wrote[TCP_MAX_STREAMS], outq[TCP_MAX_STREAMS];
-  unsigned slow = 0;
-  if (!c->base.failover || stream_slow(c, j)) return 0;
+  unsigned behind = 0;
+  if (!c->base.failover || stream_behind(c, j)) return 0;
   for (int h = 0; h < c->base.nstreams; h++)
-    if (h != j && stream_slow(c, h) && !tcp_stream_lost(&c->base, h)) slow |= 1u << h;
-  if (!slow) return 0;
+    if (h != j && stream_behind(c, h) && !tcp_stream_lost(&c->base, h)) behind |= 1u << h;
+  if (!behind) return 0;
   pthread_mutex_unlock(&c->q_lock);
+  double now = late ? tcp_now() : 0;
   for (int h = 0; h < c->base.nstreams; h++) {
-    if (!(slow >> h & 1)) continue;
+    if (!(behind >> h & 1)) continue;
     wrote[h] = atomic_load(&c->tx[h].wrote);
     outq[h] = sock_outq(c->base.streams[h].fd);
   }
   pthread_mutex_lock(&c->q_lock);
   for (int h = 0; h < c->base.nstreams; h++)
-    if ((slow >> h & 1) && pick_left_behind(c, h, wrote[h], outq[h], rp, kp)) return 1;
+    if ((behind >> h & 1) && pick_left_behind(c, h, wrote[h], outq[h], late, now, rp, kp)) return 1;
   return 0;
 }
 
@@ -272,6 +284,7 @@ static void send_stream_reset(struct tcp_stream *s) {
   t->dup = t->orphan = 0;
   t->done = 0;
   t->hb_active = 0;
+  atomic_store(&t->stuck, 0);
   pthread_mutex_lock(&c->q_lock);
   t->log_head = t->log_len = 0;
   pthread_mutex_unlock(&c->q_lock);
@@ -336,11 +349,22 @@ static void stream_failed(struct tcp_send_comm *c, int j, const char *why) {
 static void streams_check(struct tcp_send_comm *c, double now) {
   char why[64];
   snprintf(why, sizeof why, "no acknowledgement for %d ms", tcp_cfg.failover_ms);
+  unsigned behind = 0;
   for (int i = 0; i < c->base.nstreams; i++) {
     struct tcp_stream *s = &c->base.streams[i];
-    if (!tcp_stream_lost(&c->base, i) && sock_stalled(s->fd, &s->stall, now, tcp_cfg.failover_ms))
+    if (tcp_stream_lost(&c->base, i)) continue;
+    int stall_ms = sock_stall_ms(s->fd, &s->stall, now);
+    if (stall_ms >= tcp_cfg.failover_ms) {
       stream_failed(c, i, why);
+      continue;
+    }
+    atomic_store(&c->tx[i].stuck, stall_ms >= PACE_STUCK_MS);
+    if (stream_behind(c, i)) behind |= 1u << i;
   }
+  /* Busy streams look for late chunks on these before their new work,
+   * idle ones once kicked. */
+  atomic_store(&c->behind, behind);
+  if (behind && !tcp_caller_progress()) tcp_progress->kick(&c->base);
 }
 
 /* A control socket given up alone, here or at the receiver (CTRL_GONE),
@@ -377,7 +401,7 @@ static void slow_warn(struct tcp_send_comm *c, int i, double fastest) {
              "for the fastest, a degraded NIC?  It is given only what it drains in %.0f ms%s",
              c->base.peer, c->base.devname, tcp_path_name(&c->base, p), p, c->tx[i].rate.bps / 1e6, fastest / 1e6,
              PACE_BUDGET_S * 1e3,
-             c->base.failover ? ", and chunks left waiting on it go out again on the others when they are idle"
+             c->base.failover ? ", and chunks left waiting on it go out again on the others"
                               : "");
 }
 
@@ -391,18 +415,12 @@ static void streams_pace(struct tcp_send_comm *c) {
     const struct pace_rate *r = &c->tx[i].rate;
     if (r->samples >= PACE_MIN_SAMPLES && r->bps > fastest) fastest = r->bps;
   }
-  int any = 0;
   for (int i = 0; i < c->base.nstreams; i++) {
     const struct pace_rate *r = &c->tx[i].rate;
     int slow = !tcp_stream_lost(&c->base, i) && r->samples >= PACE_MIN_SAMPLES && pace_slow(r->bps, fastest);
     atomic_store(&c->tx[i].slow, slow);
     if (slow) slow_warn(c, i, fastest);
-    any |= slow;
   }
-  /* A fast stream looks for chunks left waiting on a slow one when it runs
-   * out of work; one taken after that waits for the next kick, at most
-   * this tick. */
-  if (any && c->base.failover && !tcp_caller_progress()) tcp_progress->kick(&c->base);
 }
 
 /* The watchdog's part in a path coming back (rejoin.c): take the
@@ -439,8 +457,13 @@ static int take_chunk(struct tcp_send_comm *c, struct tcp_send_stream *t, int j)
   uint64_t queued = 0;
   if (c->merged && !stream_has_room(c, j, &queued)) return 0;
   pthread_mutex_lock(&c->q_lock);
-  int got = pick_chunk(c, j, queued, &r, &k);
-  if (!got && c->merged) got = dup = pick_dup(c, j, &r, &k);
+  /* Chunks of a lost stream first, then copies of chunks left waiting too
+   * long: sends wait on both. */
+  int got = c->base.failover && pick_redo(c, &r, &k);
+  if (!got && c->merged && atomic_load_explicit(&c->behind, memory_order_relaxed) & ~(1u << j))
+    got = dup = pick_dup(c, j, 1, &r, &k);
+  if (!got) got = pick_chunk(c, j, queued, &r, &k);
+  if (!got && c->merged) got = dup = pick_dup(c, j, 0, &r, &k);
   if (got && c->base.failover && !dup) {
     uint64_t len = r->size - (uint64_t)k * r->chunk < r->chunk ? r->size - (uint64_t)k * r->chunk : r->chunk;
     if (log_chunk(c, t, r, k, atomic_load(&t->wrote) + sizeof t->hdr + len) != 0) {

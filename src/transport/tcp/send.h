@@ -56,6 +56,7 @@ struct tcp_sent_chunk {
   uint32_t seq;
   uint32_t k;
   uint64_t end;   /* the stream's byte count (`wrote`) once the chunk is out */
+  double at;      /* when it was taken (tcp_now) */
   int dup;        /* a copy of it went out on another stream since */
 };
 
@@ -85,6 +86,7 @@ struct tcp_send_stream {
   struct pace_rate rate;
   _Atomic uint64_t drain_bps;
   atomic_int slow;
+  atomic_int stuck;           /* failover: nothing acknowledged for PACE_STUCK_MS (the watchdog's) */
 };
 
 struct tcp_send_comm {
@@ -116,6 +118,7 @@ struct tcp_send_comm {
   atomic_uint ctrl_gone;      /* paths whose control socket the receiver gave up alone (CTRL_GONE) */
   double last_stream_hb;      /* heartbeat on a data stream, watchdog only */
   unsigned slow_warned;       /* paths named slow in a WARN, watchdog only */
+  atomic_uint behind;         /* failover: streams slow or stuck (the watchdog's) */
   unsigned pump_turn;         /* COLLX_PROGRESS=caller: stream to start from */
   uint32_t tl_eager_tx;       /* COLLX_TIMELINE: eager messages written */
   /* What the sends did, logged at close: the caller's thread only. */

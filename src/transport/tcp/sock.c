@@ -222,7 +222,7 @@ enum sock_io sock_peek_once(int fd, void *buf, size_t len, size_t *done) {
   return recv_once_flags(fd, buf, len, done, MSG_PEEK);
 }
 
-int sock_stalled(int fd, struct sock_stall *st, double now, int ms) {
+int sock_stall_ms(int fd, struct sock_stall *st, double now) {
   struct tcp_kernel_info ti;
   socklen_t len = sizeof ti;
   memset(&ti, 0, sizeof ti);
@@ -241,8 +241,11 @@ int sock_stalled(int fd, struct sock_stall *st, double now, int ms) {
    * an idle spell the last ACK is old while new bytes are on their first
    * trip. */
   if (st->since == 0) st->since = now;
-  return now - st->since >= ms * 1e-3 && ti.last_ack_recv >= (unsigned)ms;
+  double waited_ms = (now - st->since) * 1e3;
+  return (int)(waited_ms < ti.last_ack_recv ? waited_ms : ti.last_ack_recv);
 }
+
+int sock_stalled(int fd, struct sock_stall *st, double now, int ms) { return sock_stall_ms(fd, st, now) >= ms; }
 
 uint64_t sock_outq(int fd) {
   int n = 0;

@@ -90,6 +90,10 @@ struct sock_stall {
  * a monotonic clock): its path is dead.  A busy peer's host still
  * acknowledges what arrived (it only closes its window). */
 int sock_stalled(int fd, struct sock_stall *st, double now, int ms);
+/* The same look, as the milliseconds the socket has had bytes waiting
+ * with nothing acknowledged (0: none waiting, or acknowledged since the
+ * last look). */
+int sock_stall_ms(int fd, struct sock_stall *st, double now);
 
 /* Set O_NONBLOCK. */
 int sock_set_nonblock(int fd);
