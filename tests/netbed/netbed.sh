@@ -146,14 +146,15 @@ netbed_show() { # dir label
 # For every case of a fault test: the longest plugin call of each kind
 # that runs under the fault, and how many isend/irecv/test calls took over
 # 10 ms, at both ends (collx-perf's "longest plugin call" line): what "no
-# call blocks" is judged by.
+# call blocks" is judged by.  With --call-waits, how many of those waited
+# in the plugin and how many were only preempted.
 netbed_longest() { # dir label
   local end line
   for end in cli srv; do
     line=$(grep -h -m1 "longest plugin call" "$1/$2.$end" 2>/dev/null) || continue
     printf '# %s %s: %s; %s\n' "$2" "$([ $end = cli ] && echo client || echo server)" \
       "$(printf '%s' "$line" | grep -oE '(isend|irecv|test|closeSend|closeRecv) [0-9.]+ ms' | paste -sd, - | sed 's/,/, /g')" \
-      "$(printf '%s' "$line" | grep -oE '[0-9]+ over 10 ms')"
+      "$(printf '%s' "$line" | grep -oE '[0-9]+ over 10 ms( \([^)]*\))?')"
   done
 }
 

@@ -61,10 +61,10 @@ ns0=$(netbed_ns "$bed" 0) ns1=$(netbed_ns "$bed" 1)
 run() {
   local label=$1 dur=$2 at=$3 action=$4 t0 b0
   shift 4
-  ip netns exec "$ns0" env "$@" timeout 90 "$perf" $perf_opts --listen -p $PORT --timeout 30 >"$tmp/$label.srv" 2>&1 &
+  ip netns exec "$ns0" env "$@" timeout 90 "$perf" $perf_opts --call-waits --listen -p $PORT --timeout 30 >"$tmp/$label.srv" 2>&1 &
   srv=$!
   t0=$(date +%s.%N)
-  ip netns exec "$ns1" env "$@" timeout 90 "$perf" $perf_opts "$(netbed_addr 0 2)" -p $PORT -s 1M -d 8 --bidir --check \
+  ip netns exec "$ns1" env "$@" timeout 90 "$perf" $perf_opts --call-waits "$(netbed_addr 0 2)" -p $PORT -s 1M -d 8 --bidir --check \
     -t "$dur" --timeout 30 >"$tmp/$label.cli" 2>&1 &
   local cli=$!
   sleep "$at"

@@ -31,6 +31,9 @@ static void usage(FILE *f) {
 "  --in-order           bw: complete requests in the order they were posted, testing\n"
 "                       only the oldest of each direction (as NCCL's proxy does), so\n"
 "                       that one late message holds back those behind it\n"
+"  --call-waits         count, for each isend/irecv/test over 10 ms, whether the\n"
+"                       thread waited in the plugin (gave up the processor) or\n"
+"                       was only preempted (a getrusage before each call)\n"
 "  -p, --port P         bootstrap TCP port (default %d; --self: any free port)\n"
 "\n"
 "Ring all-reduce (--ranks N, 2..%d): float32 sum, sizes 1K .. 64M unless\n"
@@ -121,7 +124,7 @@ static void check_comms_args(int size_set, int depth_set, int test_set) {
 
 static void parse_args(int argc, char **argv) {
   enum { O_LISTEN = 256, O_SELF, O_RANKS, O_TEST, O_MIN, O_MAX, O_COMPARE, O_BASELINE, O_DEV,
-         O_PLUGIN, O_TIMEOUT, O_CHECK, O_SLICE, O_NETNS, O_COMMS, O_IN_ORDER };
+         O_PLUGIN, O_TIMEOUT, O_CHECK, O_SLICE, O_NETNS, O_COMMS, O_IN_ORDER, O_CALL_WAITS };
   static const struct option lo[] = {
       {"listen", no_argument, 0, O_LISTEN},       {"self", no_argument, 0, O_SELF},
       {"ranks", required_argument, 0, O_RANKS},   {"test", required_argument, 0, O_TEST},
@@ -133,6 +136,7 @@ static void parse_args(int argc, char **argv) {
       {"plugin", required_argument, 0, O_PLUGIN}, {"timeout", required_argument, 0, O_TIMEOUT},
       {"check", no_argument, 0, O_CHECK},         {"in-order", no_argument, 0, O_IN_ORDER},         {"slice", required_argument, 0, O_SLICE},
       {"netns", required_argument, 0, O_NETNS},   {"comms", required_argument, 0, O_COMMS},
+      {"call-waits", no_argument, 0, O_CALL_WAITS},
       {"port", required_argument, 0, 'p'},        {"verbose", no_argument, 0, 'v'},
       {"help", no_argument, 0, 'h'},              {"version", no_argument, 0, 'V'},
       {0, 0, 0, 0}};
@@ -200,6 +204,7 @@ static void parse_args(int argc, char **argv) {
       break;
     case O_CHECK: o.check = 1; break;
     case O_IN_ORDER: o.in_order = 1; break;
+    case O_CALL_WAITS: o.call_waits = 1; break;
     case O_SLICE:
       if (parse_size(optarg, &sz) || sz < 64 || sz > MAX_MSG_SIZE) bad_arg("--slice (64 .. 1G)", optarg);
       o.slice = sz & ~(size_t)3;

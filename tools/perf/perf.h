@@ -104,6 +104,7 @@ struct perf_options {
   int nranks;
   int check;
   int in_order;    /* bw: test only the oldest request of each direction */
+  int call_waits;  /* count context switches around each call (calls_report) */
   size_t slice;
   int version;
   /* --netns: the network namespace each rank enters (NULL: this one) */
@@ -223,14 +224,23 @@ int comms_main(void);
 
 /* Every plugin call goes through this: a failure names the call, the result
  * and what the tool was doing. */
-/* Each plugin call is timed (call_timed; calls_report prints the longest). */
-void call_timed(const char *name, uint64_t ns);
+/* Each plugin call is timed (call_timed; calls_report prints the longest).
+ * With --call-waits the calling thread's context switches are counted
+ * around each call too, to tell a call that waited in the plugin from one
+ * the scheduler only preempted. */
+struct call_mark {
+  uint64_t t0;
+  long nvcsw, nivcsw; /* the thread's context switches before the call (--call-waits) */
+};
+void call_begin(struct call_mark *m);
+void call_timed(const char *name, const struct call_mark *m);
 void calls_report(void);
 #define NETCALL(name, call)                                                                   \
   do {                                                                                        \
-    uint64_t t0_ = now_ns();                                                                  \
+    struct call_mark m_;                                                                      \
+    call_begin(&m_);                                                                          \
     ncclResult_t r_ = (call);                                                                 \
-    call_timed(name, now_ns() - t0_);                                                         \
+    call_timed(name, &m_);                                                                    \
     if (r_ != ncclSuccess)                                                                    \
       die("plugin %s() failed: %s (%d) while %s", name, hx_result_str(r_), (int)r_, g_phase); \
   } while (0)

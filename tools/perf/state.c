@@ -1,6 +1,8 @@
 /* collx-perf: Process-wide state, errors and the watchdog. */
 #include "perf.h"
 
+#include <sys/resource.h>
+
 struct perf_options o = {.port = DEFAULT_PORT, .depth = 8, .timeout = 60.0, .slice = 512 << 10};
 
 /* ========================================================================
@@ -32,6 +34,10 @@ static struct {
   uint64_t max_ns;
 } g_calls[CALL_KINDS];
 static uint64_t g_call_count, g_calls_over_1ms, g_calls_over_10ms;
+/* --call-waits: calls over 10 ms in which the thread gave up the processor
+ * (a lock, a poll, a sleep: the plugin made it wait), and those in which
+ * it was only preempted (the machine was busy). */
+static uint64_t g_over_10ms_waited, g_over_10ms_preempted;
 
 /* isend, irecv, test: the calls of NCCL's progress loop, counted by
  * duration (init's topology discovery and a connect are not). */
@@ -39,11 +45,31 @@ static int progress_call(const char *name) {
   return !strcmp(name, "isend") || !strcmp(name, "irecv") || !strcmp(name, "test");
 }
 
-void call_timed(const char *name, uint64_t ns) {
+static void thread_switches(long *voluntary, long *involuntary) {
+  struct rusage ru;
+  if (getrusage(RUSAGE_THREAD, &ru) != 0) memset(&ru, 0, sizeof ru);
+  *voluntary = ru.ru_nvcsw;
+  *involuntary = ru.ru_nivcsw;
+}
+
+void call_begin(struct call_mark *m) {
+  if (o.call_waits) thread_switches(&m->nvcsw, &m->nivcsw);
+  m->t0 = now_ns();
+}
+
+/* Called on the thread that made the call, right after it. */
+void call_timed(const char *name, const struct call_mark *m) {
+  uint64_t ns = now_ns() - m->t0;
   if (progress_call(name)) {
     g_call_count++;
     g_calls_over_1ms += ns > 1000000;
     g_calls_over_10ms += ns > 10000000;
+    if (o.call_waits && ns > 10000000) {
+      long nv, niv;
+      thread_switches(&nv, &niv);
+      if (nv > m->nvcsw) g_over_10ms_waited++;
+      else if (niv > m->nivcsw) g_over_10ms_preempted++;
+    }
   }
   for (int i = 0; i < CALL_KINDS; i++) {
     if (!g_calls[i].name) g_calls[i].name = name;
@@ -54,13 +80,17 @@ void call_timed(const char *name, uint64_t ns) {
 }
 
 void calls_report(void) {
-  char line[1024];
+  char line[1024], waits[128] = "";
   int at = snprintf(line, sizeof line, "collx-perf: longest plugin call:");
   for (int i = 0; i < CALL_KINDS && g_calls[i].name && at < (int)sizeof line; i++)
     at += snprintf(line + at, sizeof line - (size_t)at, "%s %s %.3f ms", i ? "," : "", g_calls[i].name,
                    (double)g_calls[i].max_ns / 1e6);
-  printf("%s; isend/irecv/test: %llu calls, %llu over 1 ms, %llu over 10 ms\n", line, (unsigned long long)g_call_count,
-         (unsigned long long)g_calls_over_1ms, (unsigned long long)g_calls_over_10ms);
+  if (o.call_waits)
+    snprintf(waits, sizeof waits, " (%llu waited in the plugin, %llu preempted only)",
+             (unsigned long long)g_over_10ms_waited, (unsigned long long)g_over_10ms_preempted);
+  printf("%s; isend/irecv/test: %llu calls, %llu over 1 ms, %llu over 10 ms%s\n", line,
+         (unsigned long long)g_call_count, (unsigned long long)g_calls_over_1ms,
+         (unsigned long long)g_calls_over_10ms, waits);
   fflush(stdout);
 }
 
