@@ -14,7 +14,9 @@
 #      dropped for 6 s (in order, as NCCL completes), then the other member
 #      lost: every control socket given up on the lossy member came back;
 #      the same loss with messages completed as they come: chunks left in
-#      the lossy member's sockets go out again on the other;
+#      the lossy member's sockets go out again on the other; a member
+#      dropping everything while the comm is made: the connector starts
+#      over instead of taking it for a dead host;
 #   3. with COLLX_FAILOVER=0 the same loss fails the run;
 #   4. every member down: both ends fail with an error naming the peer
 #      within COLLX_TIMEOUT (plus the tick that notices it).
@@ -57,14 +59,15 @@ ns0=$(netbed_ns "$bed" 0) ns1=$(netbed_ns "$bed" 1)
 # host 1, 1 MiB messages both ways, 8 in flight, checked, for SECS s;
 # ACTION (a shell function) runs AT seconds in.  Sets crc, src (exit
 # codes), secs (the client's wall time) and after0/after1 (bytes host 1's
-# eth0/eth1 sent after the action).  perf_opts: more options for both ends.
+# eth0/eth1 sent after the action).  perf_opts: more options for both ends;
+# cli_env: more settings (NAME=value ...) for the client only.
 run() {
   local label=$1 dur=$2 at=$3 action=$4 t0 b0
   shift 4
   ip netns exec "$ns0" env "$@" timeout 90 "$perf" $perf_opts --call-waits --listen -p $PORT --timeout 30 >"$tmp/$label.srv" 2>&1 &
   srv=$!
   t0=$(date +%s.%N)
-  ip netns exec "$ns1" env "$@" timeout 90 "$perf" $perf_opts --call-waits "$(netbed_addr 0 2)" -p $PORT -s 1M -d 8 --bidir --check \
+  ip netns exec "$ns1" env "$@" ${cli_env:-} timeout 90 "$perf" $perf_opts --call-waits "$(netbed_addr 0 2)" -p $PORT -s 1M -d 8 --bidir --check \
     -t "$dur" --timeout 30 >"$tmp/$label.cli" 2>&1 &
   local cli=$!
   sleep "$at"
@@ -249,6 +252,20 @@ elif command -v nft >/dev/null 2>&1; then
     "packets dropped (nftables): every message right on both ends (client exit $crc, server $src, ${secs}s)"
   [ $crc -ne 0 ] || [ $src -ne 0 ] && show drop
   check $([ "$(warns drop)" -ge 1 ] && echo 0 || echo 1) "packets dropped: the loss is WARNed ($(warns drop))"
+  eth1_undrop
+
+  # eth1 drops everything while the comm is made, for 4 s: the client's
+  # streams on eth1 see no acknowledgement for its COLLX_CONNECT_TIMEOUT
+  # (2 s) while the server, waiting 10 s for them, still answers on eth0.
+  # The host is alive: the client starts the handshake again rather than
+  # taking the timeout for a dead host, and connects once eth1 is back.
+  eth1_drop
+  perf_opts=-v cli_env=COLLX_CONNECT_TIMEOUT=2 run setupdrop 3 4 eth1_undrop "${merged[@]}" COLLX_CONNECT_TIMEOUT=10
+  what="eth1 dropping everything for the first 4 s"
+  check $([ $crc -eq 0 ] && [ $src -eq 0 ] && echo 0 || echo 1) "$what: connected and every message right on both ends (client exit $crc, server $src, ${secs}s)"
+  [ $crc -ne 0 ] || [ $src -ne 0 ] && show setupdrop
+  n=$(grep -c "by eth1 failed: Connection timed out; starting the handshake again" "$tmp/setupdrop.cli")
+  check $([ "$n" -ge 1 ] && echo 0 || echo 1) "$what: the client started over after eth1's timeout ($n times)"
   eth1_undrop
 else
   echo "SKIP: no nft command: the nftables case"

@@ -551,11 +551,14 @@ static int step_connect(int *fd) {
 /* The listener dropped this handshake: start it over with a new
  * connection id (the listener may still hold the old one), unless it has
  * happened too often, then fail with the WARN `what` says.  err: the
- * socket's error (0 for end of stream). */
+ * socket's error (0 for end of stream).  host_answers: the socket went by
+ * another NIC or listener address than the control socket, which the
+ * listener's host answered: a timeout there is that path's loss (a NIC
+ * dropping packets), not a dead host, and worth starting over. */
 static ncclResult_t listener_dropped(const struct collx_device *dev, struct tcp_connecting *c, int err,
-                                     const char *what) {
+                                     int host_answers, const char *what) {
   uint64_t id;
-  if (err == ETIMEDOUT) { /* the listener's host acknowledges nothing: no use starting over */
+  if (err == ETIMEDOUT && !host_answers) { /* the listener's host acknowledges nothing: no use starting over */
     COLLX_WARN("connect to %s on device %s: the listener's host acknowledged nothing for %d s "
                "(COLLX_CONNECT_TIMEOUT) during setup; did it die or lose its network?", c->peer_str, dev->name,
                tcp_cfg.connect_timeout_s);
@@ -628,7 +631,7 @@ static ncclResult_t stage_ctrl_hello(const struct collx_device *dev, struct tcp_
     char what[160];
     int err = errno;
     snprintf(what, sizeof what, "sending hello failed: %s", strerror(err));
-    return listener_dropped(dev, c, err, what);
+    return listener_dropped(dev, c, err, 0, what);
   }
   c->stage = STAGE_WELCOME;
   return ncclSuccess;
@@ -642,7 +645,7 @@ static ncclResult_t stage_welcome(const struct collx_device *dev, struct tcp_con
     int err = io == SOCK_IO_EOF ? 0 : errno;
     snprintf(what, sizeof what, "the listener closed the connection (%s); was the handle stale or its "
              "secret wrong?", err ? strerror(err) : "EOF");
-    return listener_dropped(dev, c, err, what);
+    return listener_dropped(dev, c, err, 0, what);
   }
   struct wire_welcome *w = &c->welcome;
   const char *why = NULL;
@@ -686,7 +689,7 @@ static ncclResult_t stage_ready(const struct collx_device *dev, struct tcp_conne
     int err = io == SOCK_IO_EOF ? 0 : errno;
     snprintf(what, sizeof what, "the listener dropped the connection before it was complete (%s); did "
              "setup take longer than COLLX_CONNECT_TIMEOUT?", err ? strerror(err) : "EOF");
-    return listener_dropped(dev, c, err, what);
+    return listener_dropped(dev, c, err, 0, what);
   }
   if (c->ready.magic != WIRE_MAGIC || c->ready.type != WIRE_READY) {
     COLLX_WARN("connect to %s on device %s: expected READY from the listener", c->peer_str, dev->name);
@@ -694,6 +697,12 @@ static ncclResult_t stage_ready(const struct collx_device *dev, struct tcp_conne
   }
   *up = 1;
   return ncclSuccess;
+}
+
+/* Whether path p leaves by the control socket's NIC for the listener's
+ * first address, as the control socket does. */
+static int path_of_ctrl(const struct collx_device *dev, const struct tcp_connecting *c, int p) {
+  return p % dev->nmembers == 0 && p % c->welcome.naddrs == 0;
 }
 
 /* Advance stream i (i == nstreams: the spare control socket, on path 1);
@@ -741,8 +750,9 @@ static int stream_step(const struct collx_device *dev, struct tcp_connecting *c,
 failed:;
   char what[160];
   int err = errno;
-  snprintf(what, sizeof what, "data stream %d failed: %s", i, strerror(err));
-  *res = listener_dropped(dev, c, err, what);
+  snprintf(what, sizeof what, "%s %d by %s failed: %s", spare ? "spare control socket" : "data stream", i,
+           dev->members[path % dev->nmembers].ifname, strerror(err));
+  *res = listener_dropped(dev, c, err, !path_of_ctrl(dev, c, path), what);
   return 0;
 }
 
