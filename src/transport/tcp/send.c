@@ -292,6 +292,17 @@ static void send_stream_reset(struct tcp_stream *s) {
   atomic_store(&t->busy, 0);
 }
 
+/* The chunk a lost stream was in the middle of writing, for a send the
+ * receiver has confirmed since (a copy of it came whole on another
+ * stream): it is not in the log to go out again, so it counts as written
+ * here, or the send would wait for it for ever.  Caller holds the
+ * stream's lock and q_lock, where DONE clears `await`. */
+static void writing_settle(struct tcp_send_stream *t) {
+  if (!t->req || t->dup || t->orphan) return;
+  if (atomic_load(&t->req->await) != (1ull << 32 | t->hdr.seq))
+    atomic_fetch_add_explicit(&t->req->chunks_done, 1, memory_order_release);
+}
+
 /* The chunks lost stream s carried for sends still unconfirmed go back to
  * the queue: those written whole no longer count as written, the one in
  * the middle of its write never did.  Caller holds s->lock. */
@@ -307,6 +318,7 @@ static unsigned stream_take_back(struct tcp_send_comm *c, struct tcp_stream *s) 
     if (redo_add(c, e->req, e->k) != 0) break;
     n++;
   }
+  writing_settle(t);
   pthread_mutex_unlock(&c->q_lock);
   send_stream_reset(s);
   return n;
