@@ -149,6 +149,13 @@ TESTS += tests/unit/test_lost_notice
 tests_unit_test_lost_notice_SOURCES = tests/unit/test_lost_notice.c
 tests_unit_test_lost_notice_LDADD = libcollx-tcp.la
 
+# test_take_back: a stream given up in the middle of a chunk: written
+# again for a send still unconfirmed, counted written for a confirmed one.
+check_PROGRAMS += tests/unit/test_take_back
+TESTS += tests/unit/test_take_back
+tests_unit_test_take_back_SOURCES = tests/unit/test_take_back.c
+tests_unit_test_take_back_LDADD = libcollx-tcp.la
+
 # test_stats: the live counters' page in /dev/shm (made, read back,
 # removed; a planted link not followed; a killed process's page swept).
 # test_stats_live.sh: collx-perf mid-transfer read by collx-info --stats.

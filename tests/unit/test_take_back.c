@@ -1,0 +1,169 @@
+/*
+ * Failover: what a sender takes back from a stream given up, when one of
+ * its chunks was in the middle of being written there.
+ *
+ * With late copies (pick_dup), the receiver may have every chunk of a send
+ * (a copy came whole on another stream) while the stream that carried the
+ * first copy is still writing it into a dead path.  The receiver then
+ * confirms the send (DONE) before it acknowledges the loss (LOST_ACK).
+ * The chunk is of a confirmed send, so it is not written again, and it
+ * must count as written, or the send waits for ever.  A send still
+ * unconfirmed gets the same chunk back to write again instead.
+ *
+ * Two paths, a stream each; the records come on the control socket as the
+ * receiver writes them, and the caller's test completes the send.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "transport/tcp/paths.h"
+#include "transport/tcp/send.h"
+#include "../common/check.h"
+
+#define CHUNK 4096u
+#define SEQ 5u
+
+static int pair(int *near, int *far) {
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) return -1;
+  *near = fds[0];
+  *far = fds[1];
+  return 0;
+}
+
+struct bed {
+  struct tcp_send_comm *c;
+  int ctrl[2], spare[2], far[2];
+  char data[2 * CHUNK];
+};
+
+static int bed_up(struct bed *d) {
+  d->c = calloc(1, sizeof *d->c); /* large: not on the stack */
+  if (!d->c) return -1;
+  struct tcp_comm_base *b = &d->c->base;
+  b->role = &tcp_send_role;
+  snprintf(b->peer, sizeof b->peer, "test peer");
+  snprintf(b->devname, sizeof b->devname, "a+b");
+  struct tcp_comm_sockets sk = {.paths = 2, .failover = 1};
+  if (tcp_failover_init(b, &sk) != 0 || pair(&d->ctrl[0], &d->ctrl[1]) != 0 ||
+      pair(&d->spare[0], &d->spare[1]) != 0 ||
+      tcp_ctrl_init(&b->ctrl, b, &tcp_send_ctrl_ops, d->ctrl[0], d->spare[0]) != 0)
+    return -1;
+  b->nstreams = 2;
+  for (int i = 0; i < 2; i++) {
+    if (pair(&b->streams[i].fd, &d->far[i]) != 0) return -1;
+    b->streams[i].index = i;
+    b->streams[i].comm = b;
+    pthread_mutex_init(&b->streams[i].lock, NULL);
+  }
+  return b->role->init(b, &sk);
+}
+
+static void bed_down(struct bed *d) {
+  struct tcp_comm_base *b = &d->c->base;
+  for (int i = 0; i < 2; i++) {
+    close(b->streams[i].fd);
+    close(d->far[i]);
+  }
+  atomic_store(&b->error, ncclRemoteError); /* close the control sockets at once */
+  tcp_ctrl_close(&b->ctrl);
+  close(d->ctrl[1]);
+  close(d->spare[1]);
+  b->role->release(b);
+  tcp_failover_free(b);
+  free(d->c);
+}
+
+/* A send of two chunks awaiting its DONE: chunk 1 written whole on stream
+ * 1, chunk 0 half written on stream 0 (logged there, a writer). */
+static struct tcp_send_req *send_half_written(struct bed *d) {
+  struct tcp_send_comm *c = d->c;
+  struct tcp_send_req *r = &c->reqs[0];
+  tcp_req_activate(&r->base);
+  r->base.comm = &c->base;
+  r->base.seq = SEQ;
+  r->data = d->data;
+  r->size = sizeof d->data;
+  r->chunk = CHUNK;
+  r->nchunks = 2;
+  r->chunks_left = 0;
+  collx_list_init(&r->qnode);
+  atomic_store(&r->chunks_done, 1);
+  atomic_store(&r->writers, 1);
+  atomic_store(&r->await, 1ull << 32 | SEQ);
+
+  struct tcp_send_stream *t = &c->tx[0];
+  t->log = calloc(4, sizeof *t->log);
+  if (!t->log) return NULL;
+  t->log_cap = 4;
+  t->log[0] = (struct tcp_sent_chunk){.req = r, .seq = SEQ, .k = 0, .end = sizeof t->hdr + CHUNK, .dup = 1};
+  t->log_len = 1;
+  t->req = r;
+  t->payload = d->data;
+  t->done = CHUNK / 2;
+  t->hdr = (struct wire_chunk){.magic = WIRE_MAGIC, .seq = SEQ, .total = r->size, .offset = 0, .len = CHUNK};
+  atomic_store(&t->busy, 1);
+  return r;
+}
+
+/* The receiver's records, as its control socket carries them. */
+static int receiver_says(struct bed *d, uint8_t type, uint64_t value) {
+  struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = type, .n = 1};
+  m.e[0].size = value;
+  return write(d->ctrl[1], &m, sizeof m) == (ssize_t)sizeof m ? 0 : -1;
+}
+
+/* Stream 0's path is given up (its LOST notice out). */
+static void stream0_lost(struct bed *d) { atomic_store(&d->c->base.lost, 1u); }
+
+static void test_confirmed_send_completes(void) {
+  struct bed d;
+  if (bed_up(&d) != 0) {
+    CHECK(0, "test bed for the confirmed send");
+    return;
+  }
+  struct tcp_comm_base *b = &d.c->base;
+  struct tcp_send_req *r = send_half_written(&d);
+  stream0_lost(&d);
+  CHECK(r && receiver_says(&d, WIRE_DONE, SEQ) == 0 && receiver_says(&d, WIRE_LOST_ACK, 1) == 0,
+        "the receiver's DONE and LOST_ACK written");
+  int done = 0;
+  ncclResult_t res = ncclSuccess;
+  for (int i = 0; i < 100 && !done && res == ncclSuccess; i++) res = b->role->test(&r->base, &done, NULL);
+  CHECK(res == ncclSuccess, "the test call succeeds (%d: %s)", res, b->error_what);
+  CHECK(done, "the send is done once confirmed (chunks_done %zu of %zu, writers %d)",
+        atomic_load(&r->chunks_done), r->nchunks, atomic_load(&r->writers));
+  CHECK(r->redo_len == 0, "nothing of a confirmed send is written again (%u)", r->redo_len);
+  CHECK(d.c->tx[0].req == NULL && !atomic_load(&d.c->tx[0].busy), "stream 0 let go of its chunk");
+  bed_down(&d);
+}
+
+static void test_unconfirmed_chunk_goes_again(void) {
+  struct bed d;
+  if (bed_up(&d) != 0) {
+    CHECK(0, "test bed for the unconfirmed send");
+    return;
+  }
+  struct tcp_comm_base *b = &d.c->base;
+  struct tcp_send_req *r = send_half_written(&d);
+  stream0_lost(&d);
+  CHECK(r && receiver_says(&d, WIRE_LOST_ACK, 1) == 0, "the receiver's LOST_ACK written");
+  b->role->drain(b);
+  CHECK(r->redo_len == 1 && r->redo[0] == 0, "chunk 0 is queued to be written again (%u queued)", r->redo_len);
+  CHECK(atomic_load(&r->chunks_done) == 1, "the half-written chunk does not count as written (%zu)",
+        atomic_load(&r->chunks_done));
+  CHECK(atomic_load(&r->writers) == 0, "stream 0 is no longer a writer (%d)", atomic_load(&r->writers));
+  bed_down(&d);
+}
+
+int main(void) {
+  tcp_cfg.progress = COLLX_PROGRESS_CALLER; /* no driver to kick */
+  tcp_cfg.failover_ms = 2000;
+  test_confirmed_send_completes();
+  test_unconfirmed_chunk_goes_again();
+  printf("test_take_back: %d checks, %d failed\n", checks, failures);
+  return failures != 0;
+}
