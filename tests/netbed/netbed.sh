@@ -147,7 +147,8 @@ netbed_show() { # dir label
 # that runs under the fault, and how many isend/irecv/test calls took over
 # 10 ms, at both ends (collx-perf's "longest plugin call" line): what "no
 # call blocks" is judged by.  With --call-waits, how many of those waited
-# in the plugin and how many were only preempted.
+# in the plugin, how many were only preempted, and the most processor time
+# any of them used.
 netbed_longest() { # dir label
   local end line
   for end in cli srv; do

@@ -227,10 +227,12 @@ int comms_main(void);
 /* Each plugin call is timed (call_timed; calls_report prints the longest).
  * With --call-waits the calling thread's context switches are counted
  * around each call too, to tell a call that waited in the plugin from one
- * the scheduler only preempted. */
+ * the scheduler only preempted, and its processor time, to tell a call
+ * that worked that long from one the host kept off the processor. */
 struct call_mark {
   uint64_t t0;
   long nvcsw, nivcsw; /* the thread's context switches before the call (--call-waits) */
+  uint64_t cpu0;      /* and its processor time (ns) */
 };
 void call_begin(struct call_mark *m);
 void call_timed(const char *name, const struct call_mark *m);
