@@ -37,6 +37,7 @@ void collx_config_load(struct collx_config *cfg) {
   cfg->nstreams = (int)collx_param_int(COLLX_P_NSTREAMS);
   cfg->failover = collx_param_int(COLLX_P_FAILOVER) != 0;
   cfg->failover_ms = (int)collx_param_int(COLLX_P_FAILOVER_MS);
+  cfg->failover_copy = (size_t)collx_param_int(COLLX_P_FAILOVER_COPY);
 }
 
 const char *collx_progress_name(enum collx_progress p) {

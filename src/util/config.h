@@ -35,6 +35,7 @@ struct collx_config {
   int nstreams;                 /* COLLX_NSTREAMS: 0 lets the placement plan pick */
   int failover;                 /* COLLX_FAILOVER */
   int failover_ms;              /* COLLX_FAILOVER_MS */
+  size_t failover_copy;         /* COLLX_FAILOVER_COPY */
 };
 
 /* Fill *cfg from the parameter table and the host (CPUs for auto progress). */

@@ -10,12 +10,17 @@
  * must count as written, or the send waits for ever.  A send still
  * unconfirmed gets the same chunk back to write again instead.
  *
+ * A small send written whole is done at once from a kept copy
+ * (COLLX_FAILOVER_COPY), which then stands in for it: a lost stream's
+ * chunks go out again from the copy, and the DONE confirms the copy.
+ *
  * Two paths, a stream each; the records come on the control socket as the
  * receiver writes them, and the caller's test completes the send.
  */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -159,11 +164,87 @@ static void test_unconfirmed_chunk_goes_again(void) {
   bed_down(&d);
 }
 
+/* A send of two chunks written whole (one on each stream, logged there),
+ * awaiting its DONE. */
+static struct tcp_send_req *send_written_whole(struct bed *d) {
+  struct tcp_send_req *r = send_half_written(d);
+  if (!r) return NULL;
+  struct tcp_send_stream *t0 = &d->c->tx[0], *t1 = &d->c->tx[1];
+  t0->log[0].dup = 0;
+  t0->req = NULL;
+  atomic_store(&t0->busy, 0);
+  atomic_store(&r->writers, 0);
+  atomic_store(&r->chunks_done, 2);
+  t1->log = calloc(4, sizeof *t1->log);
+  if (!t1->log) return NULL;
+  t1->log_cap = 4;
+  t1->log[0] = (struct tcp_sent_chunk){.req = r, .seq = SEQ, .k = 1, .end = sizeof t1->hdr + CHUNK};
+  t1->log_len = 1;
+  return r;
+}
+
+/* COLLX_FAILOVER_COPY: a small send written whole is done at once, from a
+ * copy that a lost stream's chunks are written again from. */
+static void test_kept_copy(void) {
+  struct bed d;
+  if (bed_up(&d) != 0) {
+    CHECK(0, "test bed for the kept copy");
+    return;
+  }
+  struct tcp_comm_base *b = &d.c->base;
+  for (size_t i = 0; i < sizeof d.data; i++) d.data[i] = (char)(i * 7 + 1);
+  struct tcp_send_req *r = send_written_whole(&d);
+  int done = 0;
+  ncclResult_t res = r ? b->role->test(&r->base, &done, NULL) : ncclInternalError;
+  CHECK(res == ncclSuccess && done, "a send written whole is done before its DONE (res %d, done %d)", res, done);
+  struct tcp_send_req *k = d.c->kept;
+  CHECK(k && atomic_load(&k->await) == (1ull << 32 | SEQ), "a kept copy awaits the send's DONE instead");
+  if (!k) {
+    bed_down(&d);
+    return;
+  }
+  CHECK(d.c->tx[0].log[0].req == k && d.c->tx[1].log[0].req == k, "the streams' logs name the copy");
+  memset(d.data, 0xee, sizeof d.data); /* the caller has its buffer back */
+  CHECK(k->data == k->copy && k->size == 2 * CHUNK && memcmp(k->copy, d.data, 1) != 0 &&
+            k->copy[CHUNK + 3] == (char)((CHUNK + 3) * 7 + 1),
+        "the copy holds the send's bytes, not what the buffer holds now");
+
+  stream0_lost(&d);
+  CHECK(receiver_says(&d, WIRE_LOST_ACK, 1) == 0, "the receiver's LOST_ACK written");
+  b->role->drain(b);
+  CHECK(k->redo_len == 1 && k->redo[0] == 0 && k->chunks_left == 1, "chunk 0 goes out again from the copy (%u)",
+        k->redo_len);
+  CHECK(receiver_says(&d, WIRE_DONE, SEQ) == 0, "the receiver's DONE written");
+  b->role->drain(b);
+  CHECK(atomic_load(&k->await) == 0, "the DONE confirms the copy");
+  bed_down(&d);
+}
+
+/* COLLX_FAILOVER_COPY=0: the same send waits for its DONE. */
+static void test_copy_off(void) {
+  struct bed d;
+  if (bed_up(&d) != 0) {
+    CHECK(0, "test bed without copies");
+    return;
+  }
+  size_t copy = tcp_cfg.failover_copy;
+  tcp_cfg.failover_copy = 0;
+  struct tcp_send_req *r = send_written_whole(&d);
+  int done = 0;
+  ncclResult_t res = r ? d.c->base.role->test(&r->base, &done, NULL) : ncclInternalError;
+  CHECK(res == ncclSuccess && !done && !d.c->kept, "without copies the send waits for its DONE");
+  tcp_cfg.failover_copy = copy;
+  bed_down(&d);
+}
+
 int main(void) {
   tcp_cfg.progress = COLLX_PROGRESS_CALLER; /* no driver to kick */
   tcp_cfg.failover_ms = 2000;
   test_confirmed_send_completes();
   test_unconfirmed_chunk_goes_again();
+  tcp_cfg.failover_copy = 2 * CHUNK;
+  test_kept_copy();
+  test_copy_off();
   printf("test_take_back: %d checks, %d failed\n", checks, failures);
   return failures != 0;
 }

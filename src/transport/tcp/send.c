@@ -906,6 +906,106 @@ static void send_progress(struct tcp_send_comm *c, struct tcp_send_req *r) {
     pump_inline(c);
 }
 
+/* ---- failover: small sends done once written, from a kept copy ------------ */
+
+/* A kept copy that may take a new send: never used, or its own send is
+ * confirmed and no stream writes it or is to write it again.  Caller
+ * holds q_lock. */
+static int kept_reusable(const struct tcp_send_req *k) {
+  if (k->base.state == REQ_FREE) return 1;
+  return !atomic_load(&k->await) && !atomic_load(&k->writers) && k->chunks_left == 0 &&
+         collx_list_empty(&k->qnode);
+}
+
+/* While a kept copy is being filled, `await` holds this, which no DONE
+ * names (their values are 1 << 32 | seq), so nobody else takes it. */
+#define KEPT_FILLING 1ull
+
+/* Whether r may be reported done now from a copy: written whole, waiting
+ * only for DONE, and nothing of it being or to be written again.  Caller
+ * holds q_lock. */
+static int keep_eligible(struct tcp_send_req *r) {
+  return atomic_load(&r->await) && !atomic_load(&r->writers) && r->chunks_left == 0 &&
+         collx_list_empty(&r->qnode) && send_written(r);
+}
+
+/* A kept copy for r, marked as being filled; NULL when r may not be kept
+ * or all copies are in use (r then waits for its DONE). */
+static struct tcp_send_req *kept_reserve(struct tcp_send_comm *c, struct tcp_send_req *r) {
+  pthread_mutex_lock(&c->q_lock);
+  struct tcp_send_req *k = NULL;
+  if (!c->kept) c->kept = calloc(TCP_KEPT_SENDS, sizeof *c->kept);
+  for (int i = 0; c->kept && i < TCP_KEPT_SENDS && keep_eligible(r); i++)
+    if (kept_reusable(&c->kept[i])) {
+      k = &c->kept[i];
+      if (k->base.state == REQ_FREE) collx_list_init(&k->qnode);
+      k->base.state = REQ_ACTIVE;
+      atomic_store(&k->await, KEPT_FILLING);
+      break;
+    }
+  pthread_mutex_unlock(&c->q_lock);
+  return k;
+}
+
+/* The copy takes r's place: its identity, its DONE and the log entries
+ * that would write its chunks again.  Caller holds q_lock. */
+static void kept_take_over(struct tcp_send_comm *c, struct tcp_send_req *k, struct tcp_send_req *r) {
+  k->base.magic = TCP_MAGIC_REQ;
+  k->base.comm = &c->base;
+  k->base.seq = r->base.seq;
+  atomic_store(&k->base.error, 0);
+  atomic_store(&k->base.watched, 0);
+  k->data = k->copy;
+  k->size = r->size;
+  k->idx = r->idx;
+  k->chunk = r->chunk;
+  k->nchunks = r->nchunks;
+  k->eager = 0;
+  k->chunks_left = 0;
+  k->redo_len = 0;
+  atomic_store(&k->chunks_done, r->nchunks);
+  atomic_store(&k->writers, 0);
+  atomic_store(&k->dup_taken, atomic_load(&r->dup_taken));
+  for (int h = 0; h < c->base.nstreams; h++) {
+    struct tcp_send_stream *t = &c->tx[h];
+    for (uint32_t i = t->log_head; i < t->log_len; i++)
+      if (t->log[i].req == r && t->log[i].seq == r->base.seq) t->log[i].req = k;
+  }
+  atomic_store(&k->await, atomic_load(&r->await));
+  atomic_store(&r->await, 0);
+}
+
+/* Failover: a small send written whole is reported done now rather than
+ * a round trip later, its bytes kept aside until its DONE so that a lost
+ * stream's chunks of it can still go out again (COLLX_FAILOVER_COPY).  The
+ * copy is made outside q_lock (the buffer is the caller's until done),
+ * then r is checked again.  1 when r is done. */
+static int send_keep(struct tcp_send_comm *c, struct tcp_send_req *r) {
+  if (!c->base.failover || r->eager || r->size == 0 || r->size > tcp_cfg.failover_copy || !send_written(r) ||
+      !atomic_load(&r->await) || atomic_load(&r->writers))
+    return 0;
+  struct tcp_send_req *k = kept_reserve(c, r);
+  if (!k) return 0;
+  if (k->copy_cap < r->size) {
+    char *copy = realloc(k->copy, r->size);
+    if (copy) {
+      k->copy = copy;
+      k->copy_cap = r->size;
+    }
+  }
+  int copied = k->copy_cap >= r->size;
+  if (copied) memcpy(k->copy, r->data, r->size);
+  pthread_mutex_lock(&c->q_lock);
+  int kept = copied && keep_eligible(r);
+  if (kept)
+    kept_take_over(c, k, r);
+  else
+    atomic_store(&k->await, 0);
+  pthread_mutex_unlock(&c->q_lock);
+  if (kept) c->send_stats.kept++;
+  return kept;
+}
+
 static void send_retire(struct tcp_send_req *r) {
   atomic_store(&r->await, 0);
   tcp_req_retire(&r->base);
@@ -915,6 +1015,7 @@ static ncclResult_t send_test(struct tcp_req *base, int *done, size_t *sizes) {
   struct tcp_send_req *r = send_req_of(base);
   struct tcp_send_comm *c = send_comm_of(base->comm);
   if (!send_done(r)) send_progress(c, r);
+  if (!send_done(r)) send_keep(c, r);
   if (send_done(r)) {
     ncclResult_t res = (ncclResult_t)atomic_load(&base->error);
     if (sizes) sizes[0] = r->size;
@@ -942,11 +1043,13 @@ static void log_stats(const struct tcp_send_comm *c) {
                            (unsigned long long)atomic_load_explicit(&c->base.streams[i].chunks, memory_order_relaxed));
   COLLX_INFO(COLLX_LOG_NET, "send connection to %s on device %s closed: %llu messages, %llu bytes; %llu sends "
              "found the receiver not ready at their first isend (%llu isend calls without a request); "
-             "%llu eager, %llu of them before their CTS; %llu CTS_WANTED; chunks per stream %s",
+             "%llu eager, %llu of them before their CTS; %llu CTS_WANTED; %llu done once written from a kept "
+             "copy (failover); chunks per stream %s",
              c->base.peer, c->base.devname, (unsigned long long)c->base.stats.messages,
              (unsigned long long)c->base.stats.bytes, (unsigned long long)c->send_stats.sends_waited,
              (unsigned long long)c->send_stats.isend_retries, (unsigned long long)c->send_stats.eager,
-             (unsigned long long)c->send_stats.early, (unsigned long long)c->send_stats.cts_wanted, per_stream);
+             (unsigned long long)c->send_stats.early, (unsigned long long)c->send_stats.cts_wanted,
+             (unsigned long long)c->send_stats.kept, per_stream);
 }
 
 static int send_init(struct tcp_comm_base *b, const struct tcp_comm_sockets *sk) {
@@ -975,6 +1078,12 @@ static void send_release(struct tcp_comm_base *b) {
     free(c->reqs[i].redo);
     c->reqs[i].redo = NULL;
   }
+  for (int i = 0; c->kept && i < TCP_KEPT_SENDS; i++) {
+    free(c->kept[i].redo);
+    free(c->kept[i].copy);
+  }
+  free(c->kept);
+  c->kept = NULL;
   for (int i = 0; i < c->base.nstreams; i++) {
     free(c->tx[i].log);
     c->tx[i].log = NULL;

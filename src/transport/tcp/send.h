@@ -47,7 +47,15 @@ struct tcp_send_req {
   atomic_int writers;
   atomic_int dup_taken;   /* a chunk of it went out a second time (failover) */
   struct tcp_parts parts; /* which streams carry it, while watched */
+  /* A kept copy (failover, TCP_KEPT_SENDS of them a comm): `data` points
+   * here, copy_cap bytes, kept at the largest size held. */
+  char *copy;
+  size_t copy_cap;
 };
+
+/* Failover: small sends reported done once written, their bytes kept in
+ * one of these copies until DONE (COLLX_FAILOVER_COPY; send.c, send_keep). */
+#define TCP_KEPT_SENDS 8
 
 /* A chunk a stream wrote (or is writing) for a send not yet confirmed:
  * what that stream's loss would take back (failover). */
@@ -127,9 +135,13 @@ struct tcp_send_comm {
     uint64_t isend_retries; /* isend calls that returned no request */
     uint64_t eager, early;  /* sent on the control socket; of those, before their CTS */
     uint64_t cts_wanted;    /* CTS_WANTED records sent */
+    uint64_t kept;          /* sends done once written, from a kept copy (failover) */
     int waiting;            /* the current send has already been counted */
   } send_stats;
   struct tcp_send_req reqs[COLLX_MAX_REQUESTS];
+  /* Failover: copies of sends reported done before their DONE, in the
+   * shape of a send (TCP_KEPT_SENDS, allocated with the first; q_lock) */
+  struct tcp_send_req *kept;
 };
 
 /* The role's table (send.c), for opening a send comm. */

@@ -85,6 +85,10 @@ static void sends_confirmed(struct tcp_send_comm *c, const struct wire_ctrl *m) 
       uint64_t want = 1ull << 32 | seq;
       atomic_compare_exchange_strong(&c->reqs[j].await, &want, 0);
     }
+    for (int j = 0; c->kept && j < TCP_KEPT_SENDS; j++) {
+      uint64_t want = 1ull << 32 | seq;
+      atomic_compare_exchange_strong(&c->kept[j].await, &want, 0);
+    }
   }
   pthread_mutex_unlock(&c->q_lock);
 }
