@@ -156,6 +156,13 @@ TESTS += tests/unit/test_take_back
 tests_unit_test_take_back_SOURCES = tests/unit/test_take_back.c
 tests_unit_test_take_back_LDADD = libcollx-tcp.la
 
+# test_lazy_done: the receiver writes a DONE at once, or, for a message
+# whose sender keeps a copy, with the next CTS or at the watchdog's tick.
+check_PROGRAMS += tests/unit/test_lazy_done
+TESTS += tests/unit/test_lazy_done
+tests_unit_test_lazy_done_SOURCES = tests/unit/test_lazy_done.c
+tests_unit_test_lazy_done_LDADD = libcollx-tcp.la
+
 # test_stats: the live counters' page in /dev/shm (made, read back,
 # removed; a planted link not followed; a killed process's page swept).
 # test_stats_live.sh: collx-perf mid-transfer read by collx-info --stats.

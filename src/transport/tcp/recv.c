@@ -142,6 +142,7 @@ static int accept_header(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
   if (again < 0) return -1;
   if (again == 1) return chunk_again(c, t);
   if (c->base.failover) atomic_fetch_or(&r->entries_done, TCP_ENTRIES_STRIPED);
+  if (h->flags & WIRE_CHUNK_LAZY_DONE) atomic_store_explicit(&r->lazy_done, 1, memory_order_relaxed);
   atomic_store_explicit(&e->total, (int64_t)h->total, memory_order_release);
   /* Messages come on the streams: CTS records go out at once again. */
   if (h->offset == 0) match_hold_stream_message(&c->hold);
@@ -385,6 +386,7 @@ static void paths_rejoin(struct tcp_recv_comm *c) {
  * COLLX_PROGRESS=caller, the streams, which no thread of its own reads. */
 static void recv_watch(struct tcp_comm_base *b, double now) {
   struct tcp_recv_comm *c = recv_comm_of(b);
+  tcp_recv_lazy_due(c);
   tcp_ctrl_heartbeat(&b->ctrl, now);
   if (b->failover) {
     /* Only the sender gives a path up: it is asked to (tcp_ctrl_alone). */
@@ -427,6 +429,7 @@ static void req_fill(struct tcp_recv_req *r, uint32_t seq, int n, void **data, c
   atomic_store(&r->entries_done, 0);
   atomic_store(&r->readers, 0);
   atomic_store(&r->contested, 0);
+  atomic_store(&r->lazy_done, 0);
   if (tcp_req_watched(&r->base) && !r->parts) r->parts = calloc(COLLX_MAX_RECVS, sizeof *r->parts);
   for (int i = 0; r->parts && i < n; i++) tcp_parts_reset(&r->parts[i]);
   for (int i = 0; i < n; i++) {

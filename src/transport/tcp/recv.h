@@ -45,6 +45,7 @@ struct tcp_recv_req {
    * be coming in when the first has finished it. */
   atomic_int readers;
   atomic_int contested;   /* failover: a chunk of it came twice at once */
+  atomic_int lazy_done;   /* failover: its sender does not wait for the DONE (WIRE_CHUNK_LAZY_DONE) */
   /* Which streams carry each entry, while watched: COLLX_MAX_RECVS words,
    * allocated the first time the slot is watched (in every slot they
    * would cost the comm a page); NULL, none. */
@@ -100,6 +101,7 @@ struct tcp_recv_comm {
   unsigned rejoined;          /* streams back in place (REJOINED) */
   unsigned ctrl_gone;         /* paths whose control socket was given up alone (CTRL_GONE) */
   atomic_int owed;            /* any of the above owed, or CTS records in the backlog */
+  atomic_int lazy_owed;       /* DONE records owed that go with the next records written, or at the next tick */
   /* CTS records the channel had no room for, oldest first, written as
    * room comes (the role's fill); allocated at first use.  Writer held. */
   struct wire_ctrl *cts_backlog;
@@ -143,9 +145,10 @@ int tcp_entry_chunk_finished(struct tcp_recv_comm *c, struct tcp_recv_req *r, in
 void tcp_entry_unclaim(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t offset, uint64_t len,
                        uint64_t total);
 /* Account `len` payload bytes of entry `idx`; finish the entry when whole.
- * 1 when that finished a receive whose sender waits to hear so (failover,
+ * Not 0 when that finished a receive whose sender is to hear so (failover,
  * a striped message): its sequence number in *done_seq (the caller owes
- * the DONE; r may be released the moment it is finished). */
+ * the DONE; r may be released the moment it is finished); 2 when the
+ * sender does not wait for it (the DONE may go with later records). */
 int tcp_entry_account(struct tcp_recv_req *r, int idx, uint64_t len, uint32_t *done_seq);
 /* A message does not fit its receive buffer: say so, and fail that entry
  * (nothing of it is written).  Returns as tcp_entry_account. */
@@ -160,6 +163,8 @@ extern const struct tcp_ctrl_ops tcp_recv_ctrl_ops;
  * DONE it waits for (tcp_entry_account, tcp_entry_truncated). */
 void tcp_recv_account(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t len);
 void tcp_recv_truncated(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t size);
+/* DONE records owed lazily go out now (the watchdog's tick). */
+void tcp_recv_lazy_due(struct tcp_recv_comm *c);
 /* Queue the receive's CTS and write it unless CTS records are held back
  * (TCP_CTS_BATCH).  0, or -1 when the comm has failed. */
 int tcp_recv_send_cts(struct tcp_recv_comm *c, const struct tcp_recv_req *r);

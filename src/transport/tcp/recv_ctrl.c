@@ -87,18 +87,28 @@ static void queue_owed(struct tcp_ctrl *k) {
     if (tcp_ctrl_queue(k, &m) != 0) break;
     c->done_len -= n;
   }
+  if (c->done_len == 0) atomic_store(&c->lazy_owed, 0);
   atomic_store(&c->owed, c->done_len > 0 || c->lost_ack || c->rejoin_offer || c->rejoined || c->ctrl_gone ||
                              c->cts_backlog_len > 0);
   pthread_mutex_unlock(&c->done_lock);
 }
 
-static void owe_done(struct tcp_recv_comm *c, uint32_t seq) {
+/* A DONE the sender waits for goes out at once; one it does not wait for
+ * (lazy) with the next records written (a CTS, most often), or at the
+ * watchdog's next tick: a write, on both control sockets, saved per
+ * message. */
+static void owe_done(struct tcp_recv_comm *c, uint32_t seq, int lazy) {
   pthread_mutex_lock(&c->done_lock);
   /* At most one per receive in flight: done_seqs cannot overflow. */
   if (c->done_len < COLLX_MAX_REQUESTS) c->done_seqs[c->done_len++] = seq;
-  atomic_store(&c->owed, 1);
+  atomic_store(lazy ? &c->lazy_owed : &c->owed, 1);
   pthread_mutex_unlock(&c->done_lock);
-  tcp_ctrl_pump(&c->base.ctrl);
+  if (!lazy) tcp_ctrl_pump(&c->base.ctrl);
+}
+
+void tcp_recv_lazy_due(struct tcp_recv_comm *c) {
+  /* Unlocked: at worst owed is set with nothing left, and the next fill finds nothing. */
+  if (atomic_load(&c->lazy_owed)) atomic_store(&c->owed, 1);
 }
 
 static void owe(struct tcp_recv_comm *c, unsigned *what, unsigned mask) {
@@ -116,12 +126,13 @@ void tcp_recv_owe_ctrl_gone(struct tcp_recv_comm *c, unsigned paths) { owe(c, &c
 
 void tcp_recv_account(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t len) {
   uint32_t seq;
-  if (tcp_entry_account(r, idx, len, &seq)) owe_done(c, seq);
+  int owe = tcp_entry_account(r, idx, len, &seq);
+  if (owe) owe_done(c, seq, owe == 2);
 }
 
 void tcp_recv_truncated(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t size) {
   uint32_t seq;
-  if (tcp_entry_truncated(c, r, idx, size, &seq)) owe_done(c, seq);
+  if (tcp_entry_truncated(c, r, idx, size, &seq)) owe_done(c, seq, 0);
 }
 
 /* ---- writing: CTS records --------------------------------------------------- */
@@ -186,6 +197,7 @@ int tcp_recv_send_cts(struct tcp_recv_comm *c, const struct tcp_recv_req *r) {
   /* A CTS_WANTED whose reader could not take this lock is served here. */
   int due = cts_due(c) || match_hold_take_wanted(&c->hold);
   match_hold_spend(&c->hold);
+  if (due) tcp_recv_lazy_due(c); /* written with the CTS */
   if (due) tcp_ctrl_flush(k);
   tcp_ctrl_unlock(k);
   return tcp_comm_failed(&c->base) ? -1 : 0;
@@ -199,7 +211,10 @@ void tcp_recv_write_due_cts(struct tcp_recv_comm *c) {
     if (wanted) match_hold_rewant(&c->hold);
     return;
   }
-  if (wanted || cts_due(c) || atomic_load(&c->owed)) tcp_ctrl_flush(k);
+  if (wanted || cts_due(c) || atomic_load(&c->owed)) {
+    tcp_recv_lazy_due(c);
+    tcp_ctrl_flush(k);
+  }
   tcp_ctrl_unlock(k);
 }
 

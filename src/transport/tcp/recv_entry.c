@@ -15,11 +15,11 @@
 static int entry_finished(struct tcp_recv_req *r, uint32_t *done_seq) {
   int failover = r->base.comm->failover;
   uint32_t seq = r->base.seq;
-  int n = r->n;
+  int n = r->n, lazy = atomic_load_explicit(&r->lazy_done, memory_order_relaxed);
   int before = atomic_fetch_add_explicit(&r->entries_done, 1, memory_order_acq_rel);
   if ((before & TCP_ENTRIES_COUNT) + 1 != n || !(before & TCP_ENTRIES_STRIPED) || !failover) return 0;
   *done_seq = seq;
-  return 1;
+  return lazy ? 2 : 1;
 }
 
 int tcp_entry_account(struct tcp_recv_req *r, int idx, uint64_t len, uint32_t *done_seq) {

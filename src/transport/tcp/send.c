@@ -506,6 +506,7 @@ static int take_chunk(struct tcp_send_comm *c, struct tcp_send_stream *t, int j)
       .total = r->size,
       .offset = off,
       .len = r->size - off < r->chunk ? r->size - off : r->chunk,
+      .flags = r->lazy_done ? WIRE_CHUNK_LAZY_DONE : 0,
   };
   return 1;
 }
@@ -754,6 +755,8 @@ static void eager_post(struct tcp_send_comm *c, struct tcp_send_req *r, int tag,
 }
 
 /* Queue a message matched to receive entry seq/idx for the streams. */
+static struct tcp_send_req *kept_find(struct tcp_send_comm *c);
+
 static void chunks_post(struct tcp_send_comm *c, struct tcp_send_req *r) {
   r->eager = 0;
   r->chunk = collx_stripe_chunk(r->size, c->base.nstreams, c->max_chunk);
@@ -767,6 +770,10 @@ static void chunks_post(struct tcp_send_comm *c, struct tcp_send_req *r) {
   atomic_store(&r->dup_taken, 0);
   atomic_store(&r->await, c->base.failover ? 1ull << 32 | r->base.seq : 0);
   pthread_mutex_lock(&c->q_lock);
+  /* With a copy found now the send never waits for its DONE, so the
+   * receiver may send that lazily (WIRE_CHUNK_LAZY_DONE). */
+  r->keep = c->base.failover && r->size > 0 && r->size <= tcp_cfg.failover_copy ? kept_find(c) : NULL;
+  r->lazy_done = r->keep != NULL;
   collx_list_add_tail(&c->queue, &r->qnode);
   pthread_mutex_unlock(&c->q_lock);
   if (tcp_caller_progress()) {
@@ -929,22 +936,37 @@ static int keep_eligible(struct tcp_send_req *r) {
          collx_list_empty(&r->qnode) && send_written(r);
 }
 
-/* A kept copy for r, marked as being filled; NULL when r may not be kept
- * or all copies are in use (r then waits for its DONE). */
-static struct tcp_send_req *kept_reserve(struct tcp_send_comm *c, struct tcp_send_req *r) {
-  pthread_mutex_lock(&c->q_lock);
-  struct tcp_send_req *k = NULL;
+/* A kept copy free for a send, marked as being filled; NULL when all are
+ * in use.  Caller holds q_lock. */
+static struct tcp_send_req *kept_find(struct tcp_send_comm *c) {
   if (!c->kept) c->kept = calloc(TCP_KEPT_SENDS, sizeof *c->kept);
-  for (int i = 0; c->kept && i < TCP_KEPT_SENDS && keep_eligible(r); i++)
-    if (kept_reusable(&c->kept[i])) {
-      k = &c->kept[i];
-      if (k->base.state == REQ_FREE) collx_list_init(&k->qnode);
-      k->base.state = REQ_ACTIVE;
-      atomic_store(&k->await, KEPT_FILLING);
-      break;
-    }
+  for (int i = 0; c->kept && i < TCP_KEPT_SENDS; i++) {
+    struct tcp_send_req *k = &c->kept[i];
+    if (!kept_reusable(k)) continue;
+    if (k->base.state == REQ_FREE) collx_list_init(&k->qnode);
+    k->base.state = REQ_ACTIVE;
+    atomic_store(&k->await, KEPT_FILLING);
+    return k;
+  }
+  return NULL;
+}
+
+/* r's kept copy, found when it was posted, or one free now if r may be
+ * kept; NULL when none (r then waits for its DONE). */
+static struct tcp_send_req *kept_reserve(struct tcp_send_comm *c, struct tcp_send_req *r) {
+  if (r->keep) return r->keep;
+  pthread_mutex_lock(&c->q_lock);
+  struct tcp_send_req *k = keep_eligible(r) ? kept_find(c) : NULL;
   pthread_mutex_unlock(&c->q_lock);
   return k;
+}
+
+/* r no longer needs the copy found for it (confirmed first, or failed).
+ * Caller holds q_lock. */
+static void kept_release(struct tcp_send_req *r) {
+  if (!r->keep) return;
+  atomic_store(&r->keep->await, 0);
+  r->keep = NULL;
 }
 
 /* The copy takes r's place: its identity, its DONE and the log entries
@@ -961,6 +983,8 @@ static void kept_take_over(struct tcp_send_comm *c, struct tcp_send_req *k, stru
   k->chunk = r->chunk;
   k->nchunks = r->nchunks;
   k->eager = 0;
+  k->keep = NULL;
+  k->lazy_done = 1;
   k->chunks_left = 0;
   k->redo_len = 0;
   atomic_store(&k->chunks_done, r->nchunks);
@@ -983,7 +1007,7 @@ static void kept_take_over(struct tcp_send_comm *c, struct tcp_send_req *k, stru
 static int send_keep(struct tcp_send_comm *c, struct tcp_send_req *r) {
   if (!c->base.failover || r->eager || r->size == 0 || r->size > tcp_cfg.failover_copy || !send_written(r) ||
       !atomic_load(&r->await) || atomic_load(&r->writers))
-    return 0;
+    return 0; /* a copy found at the post waits for the next test, or goes with r (send_retire) */
   struct tcp_send_req *k = kept_reserve(c, r);
   if (!k) return 0;
   if (k->copy_cap < r->size) {
@@ -1001,12 +1025,19 @@ static int send_keep(struct tcp_send_comm *c, struct tcp_send_req *r) {
     kept_take_over(c, k, r);
   else
     atomic_store(&k->await, 0);
+  r->keep = NULL;
   pthread_mutex_unlock(&c->q_lock);
   if (kept) c->send_stats.kept++;
   return kept;
 }
 
 static void send_retire(struct tcp_send_req *r) {
+  if (r->keep) {
+    struct tcp_send_comm *c = send_comm_of(r->base.comm);
+    pthread_mutex_lock(&c->q_lock);
+    kept_release(r);
+    pthread_mutex_unlock(&c->q_lock);
+  }
   atomic_store(&r->await, 0);
   tcp_req_retire(&r->base);
 }

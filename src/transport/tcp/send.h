@@ -51,6 +51,10 @@ struct tcp_send_req {
    * here, copy_cap bytes, kept at the largest size held. */
   char *copy;
   size_t copy_cap;
+  /* Failover: the copy found for this send when it was posted (q_lock),
+   * and whether its chunks tell the receiver it does not wait for DONE */
+  struct tcp_send_req *keep;
+  int lazy_done;
 };
 
 /* Failover: small sends reported done once written, their bytes kept in

@@ -145,7 +145,7 @@ int wire_chunk_check(const struct wire_chunk *h, uint64_t cap, const char **why)
     }
     return 0;
   }
-  if (h->flags) {
+  if (h->flags & ~WIRE_CHUNK_LAZY_DONE) {
     *why = "chunk with unknown flags";
     return -1;
   }

@@ -38,7 +38,7 @@
 #include "util/netdev.h"
 
 #define WIRE_MAGIC 0x7863u /* "cx" */
-#define WIRE_VERSION 8
+#define WIRE_VERSION 9
 /* Data streams a connection may have: bit masks of streams fit 16 bits. */
 #define WIRE_MAX_STREAMS 16
 
@@ -157,7 +157,16 @@ struct wire_eager {
 /* LOST: sender to receiver on a stream that still works, between chunks,
  * with failover: the streams in the bit mask `total` are given up (their
  * path failed); seq, offset and len are 0. */
-enum wire_chunk_flags { WIRE_CHUNK_TRUNCATED = 1, WIRE_CHUNK_HEARTBEAT = 2, WIRE_CHUNK_LOST = 4 };
+/* LAZY_DONE: on a data chunk, with failover: the sender does not wait
+ * for this message's DONE (it keeps a copy of it, COLLX_FAILOVER_COPY), so
+ * the receiver may send the DONE with the next records it writes, or at
+ * its watchdog's next tick, rather than on its own. */
+enum wire_chunk_flags {
+  WIRE_CHUNK_TRUNCATED = 1,
+  WIRE_CHUNK_HEARTBEAT = 2,
+  WIRE_CHUNK_LOST = 4,
+  WIRE_CHUNK_LAZY_DONE = 8
+};
 
 /* Header before each chunk of payload on a data stream. */
 struct wire_chunk {
