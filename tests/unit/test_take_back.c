@@ -121,6 +121,14 @@ static int receiver_says(struct bed *d, uint8_t type, uint64_t value) {
   return write(d->ctrl[1], &m, sizeof m) == (ssize_t)sizeof m ? 0 : -1;
 }
 
+/* The next header a stream carries, past the watchdog's heartbeats. */
+static int next_header(int fd, struct wire_chunk *h) {
+  do
+    if (recv(fd, h, sizeof *h, MSG_DONTWAIT | MSG_WAITALL) != (ssize_t)sizeof *h) return -1;
+  while (h->flags == WIRE_CHUNK_HEARTBEAT);
+  return 0;
+}
+
 /* Stream 0's path is given up (its LOST notice out). */
 static void stream0_lost(struct bed *d) { atomic_store(&d->c->base.lost, 1u); }
 
@@ -209,11 +217,27 @@ static void test_kept_copy(void) {
             k->copy[CHUNK + 3] == (char)((CHUNK + 3) * 7 + 1),
         "the copy holds the send's bytes, not what the buffer holds now");
 
+  /* Stream 0's path is lost with every send done: the caller calls
+   * nothing more for it, so the watchdog writes the notice and then the
+   * chunk taken back (caller progress). */
   stream0_lost(&d);
+  atomic_store(&d.c->notice_pending, 1u);
+  b->role->watch(b, tcp_now());
+  struct wire_chunk h;
+  CHECK(next_header(d.far[1], &h) == 0 && h.flags == WIRE_CHUNK_LOST && h.total == 1,
+        "the watchdog writes the LOST notice on stream 1 (flags %#x, streams %#llx)", h.flags,
+        (unsigned long long)h.total);
   CHECK(receiver_says(&d, WIRE_LOST_ACK, 1) == 0, "the receiver's LOST_ACK written");
   b->role->drain(b);
   CHECK(k->redo_len == 1 && k->redo[0] == 0 && k->chunks_left == 1, "chunk 0 goes out again from the copy (%u)",
         k->redo_len);
+  b->role->watch(b, tcp_now());
+  char payload[CHUNK];
+  int right = next_header(d.far[1], &h) == 0 && h.seq == SEQ && h.offset == 0 && h.len == CHUNK &&
+              recv(d.far[1], payload, sizeof payload, MSG_WAITALL) == (ssize_t)sizeof payload;
+  for (size_t i = 0; right && i < sizeof payload; i++) right = payload[i] == (char)(i * 7 + 1);
+  CHECK(right, "the watchdog writes chunk 0 on stream 1, from the copy (seq %u, offset %llu)", h.seq,
+        (unsigned long long)h.offset);
   CHECK(receiver_says(&d, WIRE_DONE, SEQ) == 0, "the receiver's DONE written");
   b->role->drain(b);
   CHECK(atomic_load(&k->await) == 0, "the DONE confirms the copy");

@@ -656,8 +656,8 @@ static void pump_inline(struct tcp_send_comm *c) {
  * out one per stream in turn, starting from a different stream each call,
  * so that the streams share the chunks (and a stream whose socket is full
  * simply takes fewer). */
-static void caller_pump(struct tcp_send_comm *c) {
-  int n = c->base.nstreams, first = (int)(c->pump_turn++ % (unsigned)n);
+static void pump_streams(struct tcp_send_comm *c, int first) {
+  int n = c->base.nstreams;
   int sent;
   do {
     sent = 0;
@@ -670,10 +670,16 @@ static void caller_pump(struct tcp_send_comm *c) {
   } while (sent);
 }
 
-/* The watchdog's tick: heartbeats on the control socket and a stream. */
+static void caller_pump(struct tcp_send_comm *c) { pump_streams(c, (int)(c->pump_turn++ % (unsigned)c->base.nstreams)); }
+
+/* The watchdog's tick: heartbeats on the control socket and a stream.
+ * With caller progress and failover it also writes what a loss left (a
+ * LOST notice, chunks taken back): every send may be done by then (kept
+ * copies), so no test() of the caller's would. */
 static void send_watch(struct tcp_comm_base *b, double now) {
   struct tcp_send_comm *c = send_comm_of(b);
   tcp_ctrl_heartbeat(&b->ctrl, now);
+  if (c->base.failover && tcp_caller_progress() && atomic_load(&c->base.lost)) pump_streams(c, 0);
   stream_heartbeat(c, now);
   if (c->merged) streams_pace(c);
   if (c->base.failover) {
