@@ -136,13 +136,16 @@ done
 # receiver confirms them (COLLX_FAILOVER_COPY): the chunks a lost path held
 # go out again from the copies, the caller having its buffers back.
 kept_count() { grep -h "send connection .* done once written from a kept copy" "$tmp/$1.cli" | grep -oE '[0-9]+ done once written' | awk '{n += $1} END {print n + 0}'; }
-msg_size=64K perf_opts=-v run small0 6 2 "nic_down 0" "${merged[@]}"
-check $([ $crc -eq 0 ] && [ $src -eq 0 ] && echo 0 || echo 1) \
-  "eth0 down, 64 KiB messages: every message right on both ends (client exit $crc, server $src, ${secs}s)"
-[ $crc -ne 0 ] || [ $src -ne 0 ] && show small0
-check $([ "$(kept_count small0)" -gt 0 ] && echo 0 || echo 1) \
-  "eth0 down, 64 KiB messages: the client's sends were done once written ($(kept_count small0) from kept copies)"
-netbed_nic_up "$bed" 1 0
+for progress in $modes; do
+  label=small0-$progress
+  msg_size=64K perf_opts=-v run "$label" 6 2 "nic_down 0" "${merged[@]}" COLLX_PROGRESS=$progress
+  check $([ $crc -eq 0 ] && [ $src -eq 0 ] && echo 0 || echo 1) \
+    "eth0 down, 64 KiB messages, $progress: every message right on both ends (client exit $crc, server $src, ${secs}s)"
+  [ $crc -ne 0 ] || [ $src -ne 0 ] && show "$label"
+  check $([ "$(kept_count "$label")" -gt 0 ] && echo 0 || echo 1) \
+    "eth0 down, 64 KiB messages, $progress: the client's sends were done once written ($(kept_count "$label") from kept copies)"
+  netbed_nic_up "$bed" 1 0
+done
 
 # ---- 2. a member that comes back is used again ------------------------------
 # The client's sender says (INFO, hence -v) when the path is back in use.
