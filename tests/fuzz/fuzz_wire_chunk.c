@@ -21,14 +21,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int heartbeat = in.flags == WIRE_CHUNK_HEARTBEAT && !in.seq && !in.idx && !in.total && !in.offset && !in.len;
   int lost = in.flags == WIRE_CHUNK_LOST && !in.seq && !in.idx && !in.offset && !in.len && in.total != 0 &&
              in.total < (1ull << WIRE_MAX_STREAMS);
-  int data = in.flags == 0 || in.flags == WIRE_CHUNK_LAZY_DONE;
+  int payload = in.flags == 0 || in.flags == WIRE_CHUNK_LAZY_DONE;
   int expect_ok =
-      in.magic == WIRE_MAGIC && (in.flags == WIRE_CHUNK_TRUNCATED || heartbeat || lost || (data && inside));
+      in.magic == WIRE_MAGIC && (in.flags == WIRE_CHUNK_TRUNCATED || heartbeat || lost || (payload && inside));
   FUZZ_CHECK((rc == 0) == expect_ok,
              "returned %d for flags %#x offset %llu len %llu total %llu cap %llu", rc, in.flags,
              (unsigned long long)in.offset, (unsigned long long)in.len, (unsigned long long)in.total,
              (unsigned long long)cap);
-  if (rc == 0 && data)
+  if (rc == 0 && payload)
     FUZZ_CHECK(end <= cap, "accepted a chunk ending at %llu in a %llu-byte buffer",
                (unsigned long long)(in.offset + in.len), (unsigned long long)cap);
   if (rc != 0) fuzz_check_why(why);
