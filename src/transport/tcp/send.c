@@ -760,9 +760,9 @@ static void eager_post(struct tcp_send_comm *c, struct tcp_send_req *r, int tag,
   tcp_send_eager_queue(c, r);
 }
 
-/* Queue a message matched to receive entry seq/idx for the streams. */
 static struct tcp_send_req *kept_find(struct tcp_send_comm *c);
 
+/* Queue a message matched to receive entry seq/idx for the streams. */
 static void chunks_post(struct tcp_send_comm *c, struct tcp_send_req *r) {
   r->eager = 0;
   r->chunk = collx_stripe_chunk(r->size, c->base.nstreams, c->max_chunk);
