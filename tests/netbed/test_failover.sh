@@ -235,9 +235,20 @@ lossy1_lose0() {
   eth1_lossy
   sleep 6
   eth1_lossless
-  local waited=0
-  while { [ "$(ctrl1_back lossy)" -lt "$(ctrl1_given_up lossy)" ] || [ "$(eth1_back lossy)" -lt "$(eth1_lost lossy)" ]; } &&
-    [ $waited -lt 200 ]; do
+  # A stream stalled during the loss can still be declared lost up to
+  # COLLX_FAILOVER_MS (and a backed-off retransmission) after it: every
+  # socket back is believed only once no new loss came for 2 s.
+  local waited=0 stable=0 seen= now
+  while [ $waited -lt 250 ]; do
+    now="$(ctrl1_given_up lossy)/$(eth1_lost lossy)"
+    if [ "$(ctrl1_back lossy)" -ge "$(ctrl1_given_up lossy)" ] && [ "$(eth1_back lossy)" -ge "$(eth1_lost lossy)" ] &&
+      [ "$now" = "$seen" ]; then
+      stable=$((stable + 1))
+      [ $stable -ge 20 ] && break
+    else
+      stable=0
+    fi
+    seen=$now
     sleep 0.1; waited=$((waited + 1))
   done
   echo "$waited" >"$tmp/lossy.waits"
