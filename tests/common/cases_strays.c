@@ -30,7 +30,7 @@
 
 struct stray_results {
   int fd_listen, fd_end, fd_noconn;
-  double max_accept_s, connect_s, send_s;
+  double max_accept_s, max_held_s, connect_s, send_s;
 };
 
 /* ---- the listener ------------------------------------------------------- */
@@ -116,6 +116,7 @@ static void stray_listener(void) {
   if (r != ncclSuccess) hx_fail("closeListen returned %s", hx_result_str(r));
   if (count_fds() != fd_loaded) hx_fail("%d descriptors after closeListen, %d before listen", count_fds(), fd_loaded);
   res->max_accept_s = hx_max_call_s;
+  res->max_held_s = hx_max_held_s;
   char w[2048];
   hx_warn_since(mark, w, sizeof w, '|');
   if (w[0]) hx_note("WARNs on the listener: %s", w);
@@ -325,14 +326,18 @@ static void summarize(const double *worst, int opened) {
   hx_summary("%d strays (%d in a burst) connected; dropped after: ", opened, NSTRAY_BURST);
   for (int k = 0; k < ST_NKINDS; k++)
     if (stray_kept(k)) hx_summary("%s %.2f s, ", stray_name[k], worst[k]);
-  hx_summary("(limit %d s + margin); real connect %.3f s, %d messages %.3f s; slowest accept call %.1f ms; "
-             "listener fds: %d after listen, %d with comm, %d after the deadline with the comm closed",
-             CONNECT_TIMEOUT_S, res->connect_s, REAL_MSGS, res->send_s, res->max_accept_s * 1e3, res->fd_listen,
+  hx_summary("(limit %d s + margin); real connect %.3f s, %d messages %.3f s; slowest call %.1f ms by the clock "
+             "(held its caller %.1f ms); listener fds: %d after listen, %d with comm, %d after the deadline with the comm closed",
+             CONNECT_TIMEOUT_S, res->connect_s, REAL_MSGS, res->send_s, res->max_accept_s * 1e3,
+             res->max_held_s * 1e3, res->fd_listen,
              res->fd_end, res->fd_noconn);
   if (res->connect_s > S(3.0)) hx_fail("the real connect took %.2f s among strays (limit 3 s)", res->connect_s);
-  if (res->max_accept_s > S(0.1))
-    hx_fail("one accept call took %.1f ms with strays pending (limit 100 ms: it must not block)",
-            res->max_accept_s * 1e3);
+  /* Held, not by the clock: on two cores a sanitized call can be
+   * preempted for longer than the limit without the plugin waiting. */
+  if (res->max_held_s > S(0.1))
+    hx_fail("one call held the listener %.1f ms with strays pending (limit 100 ms: it must not block; the "
+            "slowest by the clock %.1f ms)",
+            res->max_held_s * 1e3, res->max_accept_s * 1e3);
 }
 
 static void lead_strays(void) {

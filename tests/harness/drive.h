@@ -16,7 +16,8 @@
 extern struct hx_net hx_plugin;
 extern int hx_ndev, hx_dev;
 extern struct hx_props hx_devprops; /* of hx_dev */
-extern double hx_max_call_s;        /* the slowest plugin call of this process */
+extern double hx_max_call_s;        /* the slowest plugin call of this process, by the clock */
+extern double hx_max_held_s;        /* the most time any call held its caller (hx_call_held) */
 
 /* dlopen the plugin (hx_plugin_path, ncclNet_v<hx_abi>), init with the
  * harness logger, devices, getProperties(0).  0, or -1 (reported). */
@@ -24,14 +25,31 @@ int hx_load(void);
 /* dlclose; 0, or -1 (reported). */
 int hx_unload(void);
 
-/* Time every call: one longer than the program's limit fails the case. */
-void hx_call_done(const char *fn, double dt);
+/* What one call cost its thread: the clock, the processor, and how often
+ * it gave the processor up to wait (a voluntary context switch). */
+struct hx_call_cost {
+  double wall_s, cpu_s;
+  long waits;
+};
+struct hx_call_cost hx_call_begin(void);
+struct hx_call_cost hx_call_end(struct hx_call_cost begun);
+/* The time a call held its caller that the plugin answers for: all of it
+ * if it waited for something, else only its processor time.  A call that
+ * never waited and was long by the clock was preempted, or its virtual
+ * machine was, which no plugin can prevent. */
+double hx_call_held(const struct hx_call_cost *c);
+/* The last call's cost on this thread. */
+extern __thread struct hx_call_cost hx_last_call;
+
+/* Time every call: one that held its caller longer than the program's
+ * limit fails the case. */
+void hx_call_done(const char *fn, struct hx_call_cost begun);
 #define NET(fn, ...)                                              \
   ({                                                              \
     hx_in_call(#fn);                                              \
-    double net_t0_ = now_s();                                     \
+    struct hx_call_cost net_c0_ = hx_call_begin();                \
     ncclResult_t net_r_ = hx_net_##fn(&hx_plugin, __VA_ARGS__);   \
-    hx_call_done(#fn, now_s() - net_t0_);                         \
+    hx_call_done(#fn, net_c0_);                                   \
     net_r_;                                                       \
   })
 
