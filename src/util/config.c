@@ -38,6 +38,7 @@ void collx_config_load(struct collx_config *cfg) {
   cfg->failover = collx_param_int(COLLX_P_FAILOVER) != 0;
   cfg->failover_ms = (int)collx_param_int(COLLX_P_FAILOVER_MS);
   cfg->failover_copy = (size_t)collx_param_int(COLLX_P_FAILOVER_COPY);
+  cfg->ctrl_spare_batch = (size_t)collx_param_int(COLLX_P_CTRL_SPARE_BATCH);
 }
 
 const char *collx_progress_name(enum collx_progress p) {

@@ -36,6 +36,7 @@ struct collx_config {
   int failover;                 /* COLLX_FAILOVER */
   int failover_ms;              /* COLLX_FAILOVER_MS */
   size_t failover_copy;         /* COLLX_FAILOVER_COPY */
+  size_t ctrl_spare_batch;      /* COLLX_CTRL_SPARE_BATCH */
 };
 
 /* Fill *cfg from the parameter table and the host (CPUs for auto progress). */

@@ -38,6 +38,7 @@ static long budget[SHIM_FDS];  /* bytes the socket still takes; -1 unlimited */
 static int fail_with[SHIM_FDS]; /* errno of the next sendmsg; 0 none */
 
 static long outq_fake[SHIM_FDS]; /* SIOCOUTQ's answer; -1 the kernel's */
+static long sends[SHIM_FDS];     /* sendmsg calls that wrote something */
 
 static void shim_reset(int fd) {
   budget[fd] = -1;
@@ -48,7 +49,12 @@ static void shim_reset(int fd) {
 ssize_t sendmsg(int fd, const struct msghdr *m, int flags) {
   static ssize_t (*real)(int, const struct msghdr *, int);
   if (!real) real = (ssize_t(*)(int, const struct msghdr *, int))dlsym(RTLD_NEXT, "sendmsg");
-  if (fd < 0 || fd >= SHIM_FDS || (budget[fd] < 0 && !fail_with[fd])) return real(fd, m, flags);
+  if (fd < 0 || fd >= SHIM_FDS) return real(fd, m, flags);
+  if (budget[fd] < 0 && !fail_with[fd]) {
+    ssize_t got = real(fd, m, flags);
+    sends[fd] += got > 0;
+    return got;
+  }
   if (fail_with[fd]) {
     errno = fail_with[fd];
     return -1;
@@ -70,6 +76,7 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int flags) {
   cut.msg_iovlen = n;
   ssize_t got = real(fd, &cut, flags);
   if (got > 0) budget[fd] -= got;
+  sends[fd] += got > 0;
   return got;
 }
 
@@ -154,6 +161,15 @@ static size_t peer_read(struct bed *b, int w, char *buf, size_t cap) {
     got += (size_t)n;
     wait = 20;
   }
+}
+
+/* With the spare written in batches (COLLX_CTRL_SPARE_BATCH): wait out
+ * the batch's delay and flush, so that the spare has every byte written
+ * (the generic cases look at both sockets). */
+static void spare_catch_up(struct bed *b) {
+  if (!tcp_cfg.ctrl_spare_batch) return;
+  poll(NULL, 0, 30);
+  tcp_ctrl_pump(b->k);
 }
 
 static struct wire_ctrl record(uint8_t type, uint32_t seq) {
@@ -246,6 +262,7 @@ static void test_order_on_both_sockets(void) {
   memcpy(expect + at, &hdr, sizeof hdr), at += sizeof hdr;
   memcpy(expect + at, payload, sizeof payload), at += sizeof payload;
   memcpy(expect + at, &late, sizeof late), at += sizeof late;
+  spare_catch_up(&b);
   for (int w = 0; w < 2; w++) {
     size_t n = peer_read(&b, w, got[w], sizeof got[w]);
     CHECK(n == want, "socket %d carried %zu bytes, expected %zu", w, n, want);
@@ -501,6 +518,18 @@ static void queue_records(struct bed *b, uint32_t from, uint32_t to) {
   }
   tcp_ctrl_flush(b->k);
   tcp_ctrl_unlock(b->k);
+  spare_catch_up(b);
+}
+
+/* Queue and flush, leaving a spare written in batches as it is. */
+static void queue_records_now(struct bed *b, uint32_t from, uint32_t to) {
+  tcp_ctrl_lock(b->k);
+  for (uint32_t i = from; i < to; i++) {
+    struct wire_ctrl m = record(WIRE_CTS_WANTED, i);
+    if (tcp_ctrl_queue(b->k, &m) != 0) exit(2);
+  }
+  tcp_ctrl_flush(b->k);
+  tcp_ctrl_unlock(b->k);
 }
 
 /* Records on one far end, in order from `from`, after what is read
@@ -588,6 +617,7 @@ static void test_resume_counts_records_already_dropped(void) {
   queue_records(&b, 10, 20); /* drops the 5 both sockets have from the queue */
   budget[b.k->fd[1]] = -1;
   tcp_ctrl_pump(b.k);
+  spare_catch_up(&b);
   CHECK(far_records(b.peer[0], 0, 20) && far_records(b.peer[1], 0, 20), "20 records on both sockets");
   tcp_ctrl_lose(b.k, 0, "test: path lost");
   close(b.peer[0]);
@@ -765,29 +795,212 @@ static void test_switch_after_a_peek(void) {
   bed_close(&b);
 }
 
+/* ---- the spare written in batches (COLLX_CTRL_SPARE_BATCH) ----------------- */
+
+static struct wire_eager eager_hdr(size_t size) {
+  return (struct wire_eager){.magic = WIRE_MAGIC, .type = WIRE_EAGER, .size = (uint32_t)size};
+}
+
+/* Records and an item go out on the first socket alone and are finished
+ * there; the spare takes them all in one write once the batch's delay has
+ * passed, and at once when a batch's worth has gathered. */
+static void test_spare_written_in_batches(void) {
+  role_reset();
+  struct bed b = bed_open(&sender_ops, 1);
+  static char payload[3000], got[2][8192];
+  memset(payload, 0x5a, sizeof payload);
+  struct wire_eager hdr = eager_hdr(sizeof payload);
+  role.items[0] = (struct tcp_ctrl_item){.hdr = &hdr, .hlen = sizeof hdr, .payload = payload,
+                                         .plen = sizeof payload};
+  role.nitems = 1;
+  long spare_sends = sends[b.k->fd[1]];
+  tcp_ctrl_lock(b.k);
+  for (uint32_t i = 0; i < 10; i++) {
+    struct wire_ctrl m = record(WIRE_CTS_WANTED, i);
+    tcp_ctrl_queue(b.k, &m);
+    CHECK(tcp_ctrl_flush(b.k) == 0, "record %u written", i);
+  }
+  tcp_ctrl_unlock(b.k);
+  size_t want = sizeof hdr + sizeof payload + 10 * sizeof(struct wire_ctrl);
+  CHECK(role.done == 1, "the item is finished once the first socket has it (%d)", role.done);
+  CHECK(sends[b.k->fd[1]] == spare_sends && unread(b.peer[1]) <= 0, "nothing written on the spare yet");
+  CHECK(peer_read(&b, 0, got[0], sizeof got[0]) == want, "the first socket has the item and the 10 records");
+  poll(NULL, 0, 30);
+  tcp_ctrl_pump(b.k);
+  CHECK(sends[b.k->fd[1]] == spare_sends + 1, "past the delay, one write on the spare (%ld)",
+        sends[b.k->fd[1]] - spare_sends);
+  CHECK(peer_read(&b, 1, got[1], sizeof got[1]) == want && !memcmp(got[0], got[1], want),
+        "the spare has the same bytes in the same order");
+  /* A batch's worth without waiting: 16 KiB of records, a queue at a time. */
+  spare_sends = sends[b.k->fd[1]];
+  uint32_t n = 0;
+  double t0 = tcp_now();
+  while ((n + 1) * sizeof(struct wire_ctrl) < tcp_cfg.ctrl_spare_batch) queue_records_now(&b, n, n + 1), n++;
+  /* Only while the batch's delay has not passed (a sanitizer can take
+   * longer for these, and then a write by the delay is right). */
+  if (tcp_now() - t0 < 0.015)
+    CHECK(sends[b.k->fd[1]] == spare_sends, "%u records, under a batch: none on the spare", n);
+  queue_records_now(&b, n, n + 1);
+  CHECK(sends[b.k->fd[1]] == spare_sends + 1, "the record that fills a batch writes it, at once");
+  CHECK(far_records(b.peer[1], 0, n + 1), "records 0..%u on the spare, in order", n);
+  CHECK(!tcp_comm_failed(b.comm), "no failure");
+  bed_close(&b);
+}
+
+/* The first socket is given up: the spare first takes everything it
+ * lacks, then an item the first had taken in part, then what follows. */
+static void test_spare_takes_what_it_lacks_first(void) {
+  role_reset();
+  struct bed b = bed_open(&sender_ops, 1);
+  static char payload[2000];
+  for (size_t i = 0; i < sizeof payload; i++) payload[i] = (char)(i * 3);
+  struct wire_eager hdr = eager_hdr(sizeof payload);
+  role.items[0] = (struct tcp_ctrl_item){.hdr = &hdr, .hlen = sizeof hdr, .payload = payload,
+                                         .plen = sizeof payload};
+  queue_records_now(&b, 0, 10);
+  role.nitems = 1;
+  budget[b.k->fd[0]] = 100; /* the first takes 100 bytes of the item, then its path goes */
+  tcp_ctrl_pump(b.k);
+  CHECK(role.done == 0 && b.k->item_active, "the item is in progress on the first socket");
+  tcp_ctrl_lose(b.k, 0, "test: path lost");
+  queue_records_now(&b, 10, 15);
+  const size_t rec = sizeof(struct wire_ctrl);
+  static char got[8192];
+  size_t n = peer_read(&b, 1, got, sizeof got), want = 15 * rec + sizeof hdr + sizeof payload;
+  int ok = n == want && !memcmp(got + 10 * rec + sizeof hdr, payload, sizeof payload);
+  for (uint32_t i = 0; ok && i < 15; i++) {
+    struct wire_ctrl m;
+    memcpy(&m, got + (i < 10 ? i * rec : want - (15 - i) * rec), sizeof m);
+    ok = m.seq == i;
+  }
+  CHECK(ok, "the spare: records 0..9, the item whole, records 10..14 (%zu bytes, %zu expected)", n, want);
+  CHECK(role.done == 1 && b.k->lazy == -1, "the item finished; the spare written with every record from now on");
+  CHECK(!tcp_comm_failed(b.comm), "no failure");
+  bed_close(&b);
+}
+
+/* A spare that takes nothing: the first socket goes on while the history
+ * holds what the spare lacks, then the writer waits; nothing is finished
+ * that the history could not keep.  Once the spare takes bytes, all goes. */
+static void test_spare_full_holds_the_writer(void) {
+  role_reset();
+  struct bed b = bed_open(&sender_ops, 1);
+  static char payload[4][12000];
+  static struct wire_eager hdr[4];
+  for (int i = 0; i < 4; i++) {
+    memset(payload[i], 'a' + i, sizeof payload[i]);
+    hdr[i] = eager_hdr(sizeof payload[i]);
+    role.items[i] = (struct tcp_ctrl_item){.hdr = &hdr[i], .hlen = sizeof hdr[i], .payload = payload[i],
+                                           .plen = sizeof payload[i]};
+  }
+  role.nitems = 4;
+  budget[b.k->fd[1]] = 0;
+  tcp_ctrl_lock(b.k);
+  int rc = tcp_ctrl_flush(b.k);
+  tcp_ctrl_unlock(b.k);
+  size_t item = sizeof hdr[0] + sizeof payload[0];
+  int fit = (int)(b.k->hist_cap / item);
+  CHECK(rc == 1 && role.done == fit && role.done < 4, "with the spare full, %d items finished of 4 (%d fit the "
+        "history), the writer waits (rc %d)", role.done, fit, rc);
+  CHECK(b.k->tx_pos - b.k->lazy_pos <= b.k->hist_cap, "the history holds all the spare lacks");
+  budget[b.k->fd[1]] = -1;
+  for (int t = 0; t < 20 && role.done < 4; t++) {
+    poll(NULL, 0, 25);
+    tcp_ctrl_pump(b.k);
+  }
+  spare_catch_up(&b);
+  CHECK(role.done == 4, "all 4 finished once the spare takes bytes (%d)", role.done);
+  static char got[2][64 * 1024];
+  size_t n0 = peer_read(&b, 0, got[0], sizeof got[0]), n1 = peer_read(&b, 1, got[1], sizeof got[1]);
+  CHECK(n0 == 4 * item && n1 == n0 && !memcmp(got[0], got[1], n0), "both sockets have the 4 items (%zu, %zu)", n0,
+        n1);
+  bed_close(&b);
+}
+
+/* The peer's spare lags the socket read by a batch when the socket read is
+ * given up: the reader waits on the spare for the bytes it has not read
+ * yet, skipping those it has read from the first, and loses none. */
+static void test_switch_to_a_spare_behind(void) {
+  role_reset();
+  struct bed b = bed_open(&receiver_ops, 1);
+  peer_send_records(&b, 0, 0, 100);
+  peer_send_records(&b, 1, 0, 60);
+  role.stop_at = 80;
+  drain_until(&b, 80);
+  int before = role.nseen;
+  tcp_ctrl_lose(b.k, 0, "test: path lost");
+  role.stop_at = 0;
+  drain_until(&b, 100); /* what was staged from the first, then a wait on the spare */
+  CHECK(before == 80 && b.k->rd == 1 && role.nseen < 100 && seen_in_order((uint32_t)role.nseen),
+        "80 read, then those staged from the first (%d in all), the spare read now", role.nseen);
+  peer_send_records(&b, 1, 60, 120); /* the rest of the peer's batch, and more */
+  drain_until(&b, 120);
+  CHECK(seen_in_order(120), "records 0..119 each once across the switch (%d seen)", role.nseen);
+  CHECK(!tcp_comm_failed(b.comm), "no failure");
+  bed_close(&b);
+}
+
+/* A slot that comes back is the one written in batches: the peer reads
+ * the other. */
+static void test_slot_back_is_the_lazy_one(void) {
+  role_reset();
+  struct bed b = bed_open(&receiver_ops, 1);
+  tcp_ctrl_lose(b.k, 0, "test: path lost");
+  close(b.peer[0]);
+  queue_records_now(&b, 0, 5);
+  int near2, far2;
+  tcp_pair(&near2, &far2);
+  b.peer[0] = far2;
+  CHECK(tcp_ctrl_rejoin(b.k, 0, near2) == 1 && b.k->lazy == 0, "slot 0 is back, written in batches");
+  struct wire_ctrl resume;
+  CHECK(recv(far2, &resume, sizeof resume, MSG_WAITALL) == (ssize_t)sizeof resume, "its RESUME");
+  CHECK(far_records(b.peer[1], 0, 5), "records 0..4 on socket 1");
+  queue_records_now(&b, 5, 10);
+  CHECK(far_records(b.peer[1], 5, 10) && unread(far2) <= 0, "records 5..9 on socket 1 at once, not yet on slot 0");
+  spare_catch_up(&b);
+  CHECK(far_records(far2, 5, 10), "and on slot 0 after the batch's delay");
+  bed_close(&b);
+}
+
+/* The generic cases, once per setting. */
+static void run_cases(void) {
+  test_order_on_both_sockets();
+  test_partial_writes();
+  test_switch_at_the_same_byte();
+  test_switch_on_end_of_stream();
+  test_other_copy_dropped();
+  test_dead_writer_with_records_queued(&receiver_ops);
+  test_dead_writer_with_records_queued(&sender_ops);
+  test_heartbeats();
+  test_owed_at_unlock();
+  test_end_of_stream();
+  test_slot_comes_back();
+  test_resume_counts_records_already_dropped();
+  test_slot_waits_for_the_other_acknowledged();
+  test_slot_back_with_the_unacknowledged_again();
+  test_switch_waits_for_what_only_the_first_holds();
+  test_slot_waits_for_a_boundary();
+}
+
 int main(void) {
   for (int fd = 0; fd < SHIM_FDS; fd++) shim_reset(fd);
   tcp_cfg.failover_ms = 2000;
-  /* Every case with plain reads, then with COLLX_CTRL_PEEK's. */
-  for (int peek = 0; peek < 2; peek++) {
-    tcp_cfg.ctrl_peek = peek;
-    test_order_on_both_sockets();
-    test_partial_writes();
-    test_switch_at_the_same_byte();
-    test_switch_on_end_of_stream();
-    test_other_copy_dropped();
-    test_dead_writer_with_records_queued(&receiver_ops);
-    test_dead_writer_with_records_queued(&sender_ops);
-    test_heartbeats();
-    test_owed_at_unlock();
-    test_end_of_stream();
-    test_slot_comes_back();
-    test_resume_counts_records_already_dropped();
-    test_slot_waits_for_the_other_acknowledged();
-    test_slot_back_with_the_unacknowledged_again();
-    test_switch_waits_for_what_only_the_first_holds();
-    test_slot_waits_for_a_boundary();
+  tcp_cfg.eager_size = 16384;
+  /* Every case with plain reads, then with COLLX_CTRL_PEEK's; with the
+   * spare written with every record, then in batches. */
+  for (int batch = 0; batch < 2; batch++) {
+    tcp_cfg.ctrl_spare_batch = batch ? 16384 : 0;
+    for (int peek = 0; peek < 2; peek++) {
+      tcp_cfg.ctrl_peek = peek;
+      run_cases();
+    }
   }
+  test_spare_written_in_batches();
+  test_spare_takes_what_it_lacks_first();
+  test_spare_full_holds_the_writer();
+  test_switch_to_a_spare_behind();
+  test_slot_back_is_the_lazy_one();
+  tcp_cfg.ctrl_spare_batch = 0;
   test_peeked_until_the_next_read();
   test_switch_after_a_peek();
   printf("test_ctrl: %d checks, %d failed\n", checks, failures);

@@ -2,14 +2,17 @@
  * The control channel (ctrl.h): its writer, its reader, and the spare
  * socket that failover keeps beside the first.
  *
- * Two sockets.  Every control byte is written on both, in the same order:
- * a batch of records or an item is finished only once both have it, so
- * that the loss of either path loses nothing, and no record needs sending
- * again.  The reader reads one socket and drops the other's copy up to the
- * same place; when the one it reads is given up, or goes quiet for
- * COLLX_FAILOVER_MS while the other brings more, it reads the other from
- * that place on.  Without a spare these are plain reads and writes of the
- * one socket.
+ * Two sockets.  Every control byte is written on both, in the same order,
+ * so that the loss of either path loses nothing.  The spare is written in
+ * batches from the writer's history (COLLX_CTRL_SPARE_BATCH): a batch of
+ * records or an item is finished once the first socket has it and the
+ * history holds it until the spare does, and a loss sends the spare what
+ * it lacks before anything else.  The reader reads one socket and drops
+ * the other's copy up to the same place; when the one it reads is given
+ * up, or goes quiet for COLLX_FAILOVER_MS while the other brings more, it
+ * reads the other from that place on (waiting there for the bytes a batch
+ * has not brought yet).  Without a spare these are plain reads and writes
+ * of the one socket.
  */
 #include <errno.h>
 #include <linux/sockios.h>
@@ -24,6 +27,33 @@
 #include "base.h"
 #include "ctrl.h"
 #include "util/log.h"
+
+/* How long the spare may lack a byte written on the first socket: the
+ * loss of the first path is noticed by the writer and sends it at once,
+ * but a peer that gives up reading the first socket on its own reads the
+ * spare before the writer knows, and waits this long for each batch. */
+#define LAZY_DELAY_S 0.02
+
+/* The history's size: what the spare may lack (a batch) plus the largest
+ * piece written after it before the spare is written again (all the
+ * records queued, or one eager message). */
+static size_t history_cap(void) {
+  size_t records = TCP_CTRL_TX_RECORDS * sizeof(struct wire_ctrl);
+  size_t item = sizeof(struct wire_eager) + tcp_cfg.eager_size;
+  return tcp_cfg.ctrl_spare_batch + (records > item ? records : item);
+}
+
+/* Written in batches when set and the history is there to hold what the
+ * spare lacks; else the history is allocated at the first loss. */
+static void lazy_init(struct tcp_ctrl *k) {
+  k->lazy = -1;
+  k->hist_cap = TCP_CTRL_HISTORY;
+  if (!k->spare || tcp_cfg.ctrl_spare_batch == 0) return;
+  size_t cap = history_cap();
+  if (!(k->hist = malloc(cap))) return;
+  k->hist_cap = cap;
+  k->lazy = 1;
+}
 
 int tcp_ctrl_init(struct tcp_ctrl *k, struct tcp_comm_base *comm, const struct tcp_ctrl_ops *ops, int fd,
                   int spare_fd) {
@@ -40,6 +70,7 @@ int tcp_ctrl_init(struct tcp_ctrl *k, struct tcp_comm_base *comm, const struct t
     pthread_mutex_destroy(&k->tx_lock);
     return -1;
   }
+  lazy_init(k);
   return 0;
 }
 
@@ -66,13 +97,14 @@ void tcp_ctrl_lose(struct tcp_ctrl *k, int which, const char *why) {
 }
 
 /* Write bytes [done[k], hlen + plen) of a header and a payload on every
- * socket in use: DONE once each has them all.  A socket that fails is
- * given up while another is left; the last one's failure is returned. */
+ * socket in use but a lazy one: DONE once each has them all.  A socket
+ * that fails is given up while another is left; the last one's failure
+ * is returned. */
 static enum sock_io send_both(struct tcp_ctrl *k, const void *hdr, size_t hlen, const void *payload, size_t plen,
                               size_t done[2]) {
   enum sock_io result = SOCK_IO_DONE;
   for (int w = 0; w < 2; w++) {
-    if (!is_live(k, w) || done[w] == hlen + plen) continue;
+    if (w == k->lazy || !is_live(k, w) || done[w] == hlen + plen) continue;
     enum sock_io io = sock_send_two(k->fd[w], hdr, hlen, payload, plen, &done[w]);
     if (io == SOCK_IO_DONE) continue;
     if (io == SOCK_IO_AGAIN) {
@@ -87,25 +119,29 @@ static enum sock_io send_both(struct tcp_ctrl *k, const void *hdr, size_t hlen, 
 
 /* ---- the writer's history ---------------------------------------------------- */
 
-/* Bytes just counted into tx_pos.  Kept only while a socket is given up:
- * when both are in use, each has every byte. */
+/* Bytes just counted into tx_pos.  Kept while a socket is given up or
+ * the spare is written in batches: when both are in use and written
+ * alike, each has every byte. */
 static void hist_add(struct tcp_ctrl *k, const void *p, size_t n) {
-  if (!k->spare || atomic_load_explicit(&k->live, memory_order_relaxed) == 3) return;
-  if (!k->hist && !(k->hist = malloc(TCP_CTRL_HISTORY))) return; /* a rejoin then waits for every ack */
+  if (!k->spare || (k->lazy < 0 && atomic_load_explicit(&k->live, memory_order_relaxed) == 3)) return;
+  if (!k->hist && !(k->hist = malloc(k->hist_cap))) return; /* a rejoin then waits for every ack */
+  size_t cap = k->hist_cap;
   const char *b = p;
-  if (n > TCP_CTRL_HISTORY) {
-    b += n - TCP_CTRL_HISTORY;
-    n = TCP_CTRL_HISTORY;
+  if (n > cap) {
+    b += n - cap;
+    n = cap;
   }
-  size_t at = (size_t)((k->tx_pos - n) % TCP_CTRL_HISTORY), first = TCP_CTRL_HISTORY - at;
+  size_t at = (size_t)((k->tx_pos - n) % cap), first = cap - at;
   if (first > n) first = n;
   memcpy(k->hist + at, b, first);
   memcpy(k->hist, b + first, n - first);
-  k->hist_len = k->hist_len + n > TCP_CTRL_HISTORY ? TCP_CTRL_HISTORY : k->hist_len + n;
+  k->hist_len = k->hist_len + n > cap ? cap : k->hist_len + n;
 }
 
-/* Count n bytes of the stream written whole (on every socket in use). */
+/* Count n bytes of the stream written whole (on every socket in use, or
+ * on the first and into the history the lazy spare is written from). */
 static void tx_advance(struct tcp_ctrl *k, const void *p, size_t n) {
+  if (k->lazy >= 0 && k->lazy_pos == k->tx_pos && n > 0) k->lazy_since = tcp_now();
   k->tx_pos += n;
   hist_add(k, p, n);
 }
@@ -121,8 +157,10 @@ void tcp_ctrl_lock(struct tcp_ctrl *k) { pthread_mutex_lock(&k->tx_lock); }
 int tcp_ctrl_trylock(struct tcp_ctrl *k) { return pthread_mutex_trylock(&k->tx_lock); }
 int tcp_ctrl_writer_dead(const struct tcp_ctrl *k) { return k->tx_dead; }
 
-/* Bytes of queued records every socket in use has written. */
+/* Bytes of queued records every socket in use has written (a lazy one
+ * takes them from the history). */
 static size_t records_written(const struct tcp_ctrl *k) {
+  if (k->lazy >= 0) return k->tx_done[!k->lazy];
   int live = atomic_load(&((struct tcp_ctrl *)k)->live);
   if (live == 3) return k->tx_done[0] < k->tx_done[1] ? k->tx_done[0] : k->tx_done[1];
   return live == 2 ? k->tx_done[1] : k->tx_done[0];
@@ -162,8 +200,72 @@ int tcp_ctrl_queue(struct tcp_ctrl *k, const struct wire_ctrl *m) {
 
 size_t tcp_ctrl_held(const struct tcp_ctrl *k) { return (k->tx_len - records_written(k)) / sizeof(struct wire_ctrl); }
 
+/* ---- the spare written in batches ------------------------------------------- */
+
+/* Write on the lazy socket what it lacks, [lazy_pos, tx_pos), from the
+ * history. */
+static enum sock_io lazy_write(struct tcp_ctrl *k) {
+  size_t n = (size_t)(k->tx_pos - k->lazy_pos), cap = k->hist_cap;
+  if (n == 0) return SOCK_IO_DONE;
+  size_t at = (size_t)(k->lazy_pos % cap), first = n < cap - at ? n : cap - at, done = 0;
+  enum sock_io io = sock_send_two(k->fd[k->lazy], k->hist + at, first, k->hist, n - first, &done);
+  k->lazy_pos += done;
+  if (done > 0 && k->lazy_pos < k->tx_pos) k->lazy_since = tcp_now();
+  return io;
+}
+
+/* The lazy socket failed: given up while the other is in use (which the
+ * caller then sees as a loss), else the writer's end. */
+static enum sock_io lazy_failed(struct tcp_ctrl *k, enum sock_io io) {
+  int other = !k->lazy;
+  if (!is_live(k, other)) return io;
+  tcp_ctrl_lose(k, k->lazy, tcp_io_reason(io));
+  return SOCK_IO_DONE;
+}
+
+/* Stop writing in batches (a socket was given up, or a piece would not
+ * fit the history): the lazy socket first takes everything it lacks, so
+ * that what is written on it from here on follows on.  AGAIN while it has
+ * not; DONE once stopped. */
+static enum sock_io lazy_stop(struct tcp_ctrl *k) {
+  if (is_live(k, k->lazy)) {
+    enum sock_io io = lazy_write(k);
+    if (io == SOCK_IO_AGAIN) return io;
+    if (io != SOCK_IO_DONE && (io = lazy_failed(k, io)) != SOCK_IO_DONE) return io;
+  }
+  k->lazy = -1;
+  return SOCK_IO_DONE;
+}
+
+/* Before `need` more bytes go out on the first socket alone: the history
+ * must keep them until the spare has them.  DONE when it has room, AGAIN
+ * while the spare has not taken enough. */
+static enum sock_io lazy_room(struct tcp_ctrl *k, size_t need) {
+  if (k->lazy < 0) return SOCK_IO_DONE;
+  if (atomic_load(&k->live) != 3 || need > k->hist_cap) return lazy_stop(k);
+  if (k->tx_pos - k->lazy_pos + need <= k->hist_cap) return SOCK_IO_DONE;
+  enum sock_io io = lazy_write(k);
+  if (io != SOCK_IO_DONE && io != SOCK_IO_AGAIN) return lazy_failed(k, io);
+  return k->tx_pos - k->lazy_pos + need <= k->hist_cap ? SOCK_IO_DONE : SOCK_IO_AGAIN;
+}
+
+/* A batch for the spare once COLLX_CTRL_SPARE_BATCH bytes have gathered
+ * or the oldest has waited LAZY_DELAY_S. */
+static enum sock_io lazy_due(struct tcp_ctrl *k) {
+  if (k->lazy < 0 || k->lazy_pos == k->tx_pos) return SOCK_IO_DONE;
+  if (k->tx_pos - k->lazy_pos < tcp_cfg.ctrl_spare_batch && tcp_now() - k->lazy_since < LAZY_DELAY_S)
+    return SOCK_IO_DONE;
+  enum sock_io io = lazy_write(k);
+  return io == SOCK_IO_DONE || io == SOCK_IO_AGAIN ? SOCK_IO_DONE : lazy_failed(k, io);
+}
+
+/* ---- records and items ------------------------------------------------------ */
+
 static enum sock_io write_records(struct tcp_ctrl *k) {
-  enum sock_io io = send_both(k, k->tx, k->tx_len, NULL, 0, k->tx_done);
+  /* Every byte queued is counted into the history once written. */
+  enum sock_io io = lazy_room(k, k->tx_len);
+  if (io != SOCK_IO_DONE) return io;
+  io = send_both(k, k->tx, k->tx_len, NULL, 0, k->tx_done);
   if (io == SOCK_IO_DONE) {
     tx_advance(k, k->tx, k->tx_len);
     k->tx_len = k->tx_done[0] = k->tx_done[1] = 0;
@@ -172,7 +274,9 @@ static enum sock_io write_records(struct tcp_ctrl *k) {
 }
 
 static enum sock_io write_item(struct tcp_ctrl *k) {
-  enum sock_io io = send_both(k, k->item.hdr, k->item.hlen, k->item.payload, k->item.plen, k->item_done);
+  enum sock_io io = lazy_room(k, k->item.hlen + k->item.plen);
+  if (io != SOCK_IO_DONE) return io;
+  io = send_both(k, k->item.hdr, k->item.hlen, k->item.payload, k->item.plen, k->item_done);
   if (io == SOCK_IO_DONE) {
     tx_advance_two(k, k->item.hdr, k->item.hlen, k->item.payload, k->item.plen);
     k->item_active = 0;
@@ -196,13 +300,15 @@ int tcp_ctrl_flush(struct tcp_ctrl *k) {
     if (k->tx_dead) return k->ops->write_error_fails ? -1 : 0;
     if (k->ops->fill && k->ops->owed(k)) k->ops->fill(k);
     enum sock_io io;
-    if (k->item_active)
+    if (k->lazy >= 0 && atomic_load(&k->live) != 3)
+      io = lazy_stop(k); /* a socket was given up: the spare first takes what it lacks */
+    else if (k->item_active)
       io = write_item(k);
     else if (records_written(k) < k->tx_len)
       io = write_records(k);
     else if (start_item(k))
       continue;
-    else
+    else if ((io = lazy_due(k)) == SOCK_IO_DONE)
       return 0;
     if (io == SOCK_IO_AGAIN) return 1;
     if (io != SOCK_IO_DONE) writer_dies(k, io);
@@ -464,7 +570,7 @@ void tcp_ctrl_watch(struct tcp_ctrl *k, double now) {
 static int resume_from(struct tcp_ctrl *k, int other, uint64_t *from) {
   uint64_t unacked = sock_outq(k->fd[other]);
   size_t held = k->hist ? k->hist_len : 0;
-  if (unacked > held || unacked > k->tx_pos) return -1;
+  if (unacked > held || unacked > TCP_CTRL_HISTORY || unacked > k->tx_pos) return -1;
   *from = k->tx_pos - unacked;
   return 0;
 }
@@ -475,8 +581,8 @@ static int resume_from(struct tcp_ctrl *k, int other, uint64_t *from) {
 static int write_resume(struct tcp_ctrl *k, int fd, uint64_t from) {
   struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_RESUME, .n = 1};
   m.e[0].size = from;
-  size_t n = (size_t)(k->tx_pos - from), at = (size_t)(from % TCP_CTRL_HISTORY), done = 0;
-  size_t first = n < TCP_CTRL_HISTORY - at ? n : TCP_CTRL_HISTORY - at;
+  size_t n = (size_t)(k->tx_pos - from), at = (size_t)(from % k->hist_cap), done = 0;
+  size_t first = n < k->hist_cap - at ? n : k->hist_cap - at;
   if (sock_send_some(fd, &m, sizeof m, &done) != SOCK_IO_DONE) return -1;
   done = 0;
   if (first && sock_send_two(fd, k->hist + at, first, k->hist, n - first, &done) != SOCK_IO_DONE) return -1;
@@ -512,6 +618,10 @@ int tcp_ctrl_rejoin(struct tcp_ctrl *k, int which, int fd) {
     k->resume_got = 0;
     atomic_fetch_or(&k->live, 1 << which);
     k->hist_len = 0; /* both have every byte from here on */
+    if (tcp_cfg.ctrl_spare_batch > 0 && k->hist_cap == history_cap()) {
+      k->lazy = which; /* the peer reads the other */
+      k->lazy_pos = k->tx_pos;
+    }
     rc = 1;
   }
   pthread_mutex_unlock(&k->rx_lock);
@@ -559,6 +669,9 @@ static void close_gently(int fd, int failed) {
 
 void tcp_ctrl_close(struct tcp_ctrl *k) {
   int failed = tcp_comm_failed(k->comm);
+  /* The last batch, for a peer that reads the spare (nothing waits for
+   * room: a socket left full is one the peer does not read). */
+  if (!failed && k->lazy >= 0 && is_live(k, k->lazy)) lazy_write(k);
   /* Nor does a socket given up: its path may be down, and the other
    * carried everything. */
   for (int w = 0; w < 2; w++)

@@ -56,10 +56,11 @@ struct tcp_ctrl;
  * start of its payload (a payload owed past 4 KiB is read straight into
  * its buffer).  Half the requests' records in one read: enough to read a
  * burst in two, small enough that a comm stays under 64 KiB. */
-/* The writer's history while a socket is given up (tcp_ctrl.hist): what a
- * socket coming back takes again, written into its empty buffer at once,
- * so well below the kernel's smallest default (16 KiB).  A rejoin waits
- * while the other socket has more than this unacknowledged. */
+/* The most a socket coming back takes again from the writer's history
+ * (tcp_ctrl.hist): written into its empty buffer at once, so well below
+ * the kernel's smallest default (16 KiB).  A rejoin waits while the other
+ * socket has more than this unacknowledged.  Also the history's size
+ * when the spare is written with every record. */
 #define TCP_CTRL_HISTORY (8 * 1024)
 #define TCP_CTRL_RX_BYTES ((COLLX_MAX_REQUESTS / 2 + 2) * sizeof(struct wire_ctrl))
 
@@ -118,12 +119,24 @@ struct tcp_ctrl {
   int tx_dead;                    /* no socket left to write */
   uint64_t tx_pos;                /* bytes of the stream written whole (on every socket in use) */
   double last_sent;               /* the last heartbeat queued */
-  /* While a socket is given up: the stream's last bytes, [tx_pos -
-   * hist_len, tx_pos), a ring of TCP_CTRL_HISTORY bytes (allocated at the
-   * first loss), written again on the socket that comes back from where
-   * the peer's kernel has acknowledged the other (tcp_ctrl_rejoin). */
+  /* The stream's last bytes, [tx_pos - hist_len, tx_pos), a ring of
+   * hist_cap bytes: kept while a socket is given up (written again on the
+   * socket that comes back, from where the peer's kernel has acknowledged
+   * the other: tcp_ctrl_rejoin), and while the spare is written in
+   * batches (what it lacks). */
   char *hist;
-  size_t hist_len;
+  size_t hist_len, hist_cap;
+  /* The spare written in batches (COLLX_CTRL_SPARE_BATCH): while both
+   * sockets are in use, socket `lazy` is written only from the history,
+   * once enough has gathered or the oldest byte it lacks has waited a
+   * while, so that a record costs one write; [lazy_pos, tx_pos) is on the
+   * other alone.  Everything else is written on the other only.  When
+   * either is given up, the lazy one first takes all it lacks, and from
+   * then on every socket in use is written with every record (-1) until a
+   * socket comes back, which is then the lazy one. */
+  int lazy;
+  uint64_t lazy_pos;
+  double lazy_since;              /* when lazy_pos last fell behind tx_pos */
 
   /* The reader (rx_lock) */
   pthread_mutex_t rx_lock;
