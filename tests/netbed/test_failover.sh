@@ -7,7 +7,8 @@
 #      carries the control socket, the second its spare): both ends finish
 #      with every message right, each sender WARNs once naming the lost
 #      path and the peer, and the other NIC carries the rest; the same
-#      with 64 KiB messages, done once written from kept copies;
+#      with 64 KiB messages, done once written from kept copies, and with
+#      4 KiB messages, which travel on the control sockets themselves;
 #   2. a member down for 3 s and back up carries traffic again, its
 #      control socket too: a loss of the other member after it is survived
 #      (and two flaps in turn, then a loss); a member's packets dropped by
@@ -144,6 +145,20 @@ for progress in $modes; do
   [ $crc -ne 0 ] || [ $src -ne 0 ] && show "$label"
   check $([ "$(kept_count "$label")" -gt 0 ] && echo 0 || echo 1) \
     "eth0 down, 64 KiB messages, $progress: the client's sends were done once written ($(kept_count "$label") from kept copies)"
+  netbed_nic_up "$bed" 1 0
+done
+
+# ---- 1c. eager messages through the control channel --------------------------
+# 4 KiB messages travel on the control socket itself, the spare written in
+# batches (COLLX_CTRL_SPARE_BATCH): a message is done once the first socket
+# took it, and the batch the spare lacks when eth0 goes must reach the
+# receiver from the writer's history, in order.
+for progress in $modes; do
+  label=eager0-$progress
+  msg_size=4K run "$label" 6 2 "nic_down 0" "${merged[@]}" COLLX_PROGRESS=$progress
+  check $([ $crc -eq 0 ] && [ $src -eq 0 ] && echo 0 || echo 1) \
+    "eth0 down, 4 KiB eager messages, $progress: every message right on both ends (client exit $crc, server $src, ${secs}s)"
+  [ $crc -ne 0 ] || [ $src -ne 0 ] && show "$label"
   netbed_nic_up "$bed" 1 0
 done
 
