@@ -142,25 +142,28 @@ TESTS += tests/unit/test_cts_backlog
 tests_unit_test_cts_backlog_SOURCES = tests/unit/test_cts_backlog.c
 tests_unit_test_cts_backlog_LDADD = libcollx-tcp.la
 
+# The next three drive a role's own code on a comm over socket pairs, the
+# test bed they share (tests/unit/sockbed.c).
+
 # test_lost_notice: a LOST notice whose stream fails under the watchdog's
 # heartbeat goes back to be written on another stream.
 check_PROGRAMS += tests/unit/test_lost_notice
 TESTS += tests/unit/test_lost_notice
-tests_unit_test_lost_notice_SOURCES = tests/unit/test_lost_notice.c
+tests_unit_test_lost_notice_SOURCES = tests/unit/test_lost_notice.c tests/unit/sockbed.c tests/unit/sockbed.h
 tests_unit_test_lost_notice_LDADD = libcollx-tcp.la
 
 # test_take_back: a stream given up in the middle of a chunk: written
 # again for a send still unconfirmed, counted written for a confirmed one.
 check_PROGRAMS += tests/unit/test_take_back
 TESTS += tests/unit/test_take_back
-tests_unit_test_take_back_SOURCES = tests/unit/test_take_back.c
+tests_unit_test_take_back_SOURCES = tests/unit/test_take_back.c tests/unit/sockbed.c tests/unit/sockbed.h
 tests_unit_test_take_back_LDADD = libcollx-tcp.la
 
 # test_lazy_done: the receiver writes a DONE at once, or, for a message
 # whose sender keeps a copy, with the next CTS or at the watchdog's tick.
 check_PROGRAMS += tests/unit/test_lazy_done
 TESTS += tests/unit/test_lazy_done
-tests_unit_test_lazy_done_SOURCES = tests/unit/test_lazy_done.c
+tests_unit_test_lazy_done_SOURCES = tests/unit/test_lazy_done.c tests/unit/sockbed.c tests/unit/sockbed.h
 tests_unit_test_lazy_done_LDADD = libcollx-tcp.la
 
 # test_stats: the live counters' page in /dev/shm (made, read back,

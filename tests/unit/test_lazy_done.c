@@ -22,58 +22,19 @@
 #include "transport/tcp/paths.h"
 #include "transport/tcp/recv.h"
 #include "../common/check.h"
+#include "sockbed.h"
 
 #define MSG 4096u
 
-static int pair(int *near, int *far) {
-  int fds[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) return -1;
-  *near = fds[0];
-  *far = fds[1];
-  return 0;
-}
-
 struct bed {
   struct tcp_recv_comm *c;
-  int ctrl[2], spare[2], far[2];
+  struct sockbed s;
   char buf[2][MSG];
 };
 
 static int bed_up(struct bed *d) {
-  d->c = calloc(1, sizeof *d->c); /* large: not on the stack */
-  if (!d->c) return -1;
-  struct tcp_comm_base *b = &d->c->base;
-  b->role = &tcp_recv_role;
-  snprintf(b->peer, sizeof b->peer, "test peer");
-  snprintf(b->devname, sizeof b->devname, "a+b");
-  struct tcp_comm_sockets sk = {.paths = 2, .failover = 1};
-  if (tcp_failover_init(b, &sk) != 0 || pair(&d->ctrl[0], &d->ctrl[1]) != 0 ||
-      pair(&d->spare[0], &d->spare[1]) != 0 ||
-      tcp_ctrl_init(&b->ctrl, b, &tcp_recv_ctrl_ops, d->ctrl[0], d->spare[0]) != 0)
-    return -1;
-  b->nstreams = 2;
-  for (int i = 0; i < 2; i++) {
-    if (pair(&b->streams[i].fd, &d->far[i]) != 0) return -1;
-    b->streams[i].index = i;
-    b->streams[i].comm = b;
-    pthread_mutex_init(&b->streams[i].lock, NULL);
-  }
-  return b->role->init(b, &sk);
-}
-
-static void bed_down(struct bed *d) {
-  struct tcp_comm_base *b = &d->c->base;
-  for (int i = 0; i < 2; i++) {
-    close(b->streams[i].fd);
-    close(d->far[i]);
-  }
-  atomic_store(&b->error, ncclRemoteError); /* close the control sockets at once */
-  tcp_ctrl_close(&b->ctrl);
-  close(d->ctrl[1]);
-  close(d->spare[1]);
-  b->role->release(b);
-  tcp_failover_free(b);
-  free(d->c);
+  d->c = sockbed_up(&d->s, sizeof *d->c, &tcp_recv_role, &tcp_recv_ctrl_ops, 2);
+  return d->c ? 0 : -1;
 }
 
 /* What the receiver wrote on its control socket since the last look: how
@@ -86,7 +47,7 @@ static struct seen records_since(struct bed *d, uint32_t seq) {
   struct seen s = {0, 0};
   struct wire_ctrl m;
   for (;;) {
-    ssize_t n = recv(d->ctrl[1], &m, sizeof m, MSG_DONTWAIT | MSG_WAITALL);
+    ssize_t n = recv(d->s.ctrl[1], &m, sizeof m, MSG_DONTWAIT | MSG_WAITALL);
     if (n != (ssize_t)sizeof m) break;
     if (m.type == WIRE_CTS) s.cts++;
     for (int i = 0; m.type == WIRE_DONE && i < m.n; i++) s.done += (uint32_t)m.e[i].size == seq;
@@ -98,8 +59,8 @@ static int sender_writes(struct bed *d, uint32_t seq, uint8_t flags) {
   struct wire_chunk h = {.magic = WIRE_MAGIC, .flags = flags, .seq = seq, .total = MSG, .offset = 0, .len = MSG};
   char payload[MSG];
   memset(payload, (int)seq + 1, sizeof payload);
-  return write(d->far[0], &h, sizeof h) == (ssize_t)sizeof h &&
-                 write(d->far[0], payload, sizeof payload) == (ssize_t)sizeof payload
+  return write(d->s.far[0], &h, sizeof h) == (ssize_t)sizeof h &&
+                 write(d->s.far[0], payload, sizeof payload) == (ssize_t)sizeof payload
              ? 0
              : -1;
 }
@@ -142,7 +103,7 @@ static void test_lazy(void) {
   CHECK(records_since(&d, 1).done == 0, "its DONE waits too");
   d.c->base.role->watch(&d.c->base, tcp_now());
   CHECK(records_since(&d, 1).done == 1, "with no CTS to follow, the watchdog's tick writes it");
-  bed_down(&d);
+  sockbed_down(&d.s);
 }
 
 /* Without the mark, the DONE goes out as the receive completes. */
@@ -156,7 +117,7 @@ static void test_prompt(void) {
   (void)records_since(&d, 0);
   CHECK(sender_writes(&d, 0, 0) == 0 && r0 && wait_done(&d, r0) == 0, "receive 0 completes from a plain chunk");
   CHECK(records_since(&d, 0).done == 1, "its DONE is written at once");
-  bed_down(&d);
+  sockbed_down(&d.s);
 }
 
 int main(void) {

@@ -18,37 +18,15 @@
 #include "transport/tcp/paths.h"
 #include "transport/tcp/send.h"
 #include "../common/check.h"
-
-static int pair(int *near, int *far) {
-  int fds[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) return -1;
-  *near = fds[0];
-  *far = fds[1];
-  return 0;
-}
+#include "sockbed.h"
 
 int main(void) {
   tcp_cfg.progress = COLLX_PROGRESS_CALLER; /* no driver to kick */
   tcp_cfg.failover_ms = 2000;
-  struct tcp_send_comm *c = calloc(1, sizeof *c); /* large: not on the stack */
+  struct sockbed s;
+  struct tcp_send_comm *c = sockbed_up(&s, sizeof *c, &tcp_send_role, &tcp_send_ctrl_ops, 3);
   if (!c) return 1;
   struct tcp_comm_base *b = &c->base;
-  b->role = &tcp_send_role;
-  snprintf(b->peer, sizeof b->peer, "test peer");
-  snprintf(b->devname, sizeof b->devname, "a+b+c");
-  struct tcp_comm_sockets sk = {.paths = 3, .failover = 1};
-  int ctrl[2], spare[2], far[3];
-  if (tcp_failover_init(b, &sk) != 0 || pair(&ctrl[0], &ctrl[1]) != 0 || pair(&spare[0], &spare[1]) != 0 ||
-      tcp_ctrl_init(&b->ctrl, b, &tcp_send_ctrl_ops, ctrl[0], spare[0]) != 0)
-    return 1;
-  b->nstreams = 3;
-  for (int i = 0; i < 3; i++) {
-    if (pair(&b->streams[i].fd, &far[i]) != 0) return 1;
-    b->streams[i].index = i;
-    b->streams[i].comm = b;
-    pthread_mutex_init(&b->streams[i].lock, NULL);
-  }
-  if (b->role->init(b, &sk) != 0) return 1; /* the role's part: queues, locks, requests */
 
   /* Path 1 (stream 1) lost; its notice is the header stream 0 writes. */
   atomic_store(&b->lost, 2u);
@@ -56,7 +34,8 @@ int main(void) {
   t->hb = (struct wire_chunk){.magic = WIRE_MAGIC, .flags = WIRE_CHUNK_LOST, .total = 2u};
   t->hb_done = 0;
   t->hb_active = 1;
-  close(far[0]); /* stream 0's path fails: its next write gets EPIPE */
+  close(s.far[0]); /* stream 0's path fails: its next write gets EPIPE */
+  s.far[0] = -1;
 
   /* The watchdog writes it (with caller progress it serves the streams
    * while a path is lost, then the heartbeat on the first stream left). */
@@ -65,24 +44,14 @@ int main(void) {
   /* Announced: still pending, or already written on stream 2. */
   unsigned pending = atomic_load(&c->notice_pending);
   struct wire_chunk h;
-  if (recv(far[2], &h, sizeof h, MSG_DONTWAIT | MSG_WAITALL) == (ssize_t)sizeof h && h.flags == WIRE_CHUNK_LOST)
+  if (recv(s.far[2], &h, sizeof h, MSG_DONTWAIT | MSG_WAITALL) == (ssize_t)sizeof h && h.flags == WIRE_CHUNK_LOST)
     pending |= (unsigned)h.total;
   CHECK(tcp_stream_lost(b, 0), "stream 0's path is given up after its write failed");
   CHECK(pending & 2u, "the notice for stream 1 is back, to go out on another stream (announced %#x)", pending);
   CHECK(pending & 1u, "stream 0's own loss is to be announced too (announced %#x)", pending);
   CHECK(!tcp_comm_failed(b), "the comm lives on its third path (%s)", b->error_what);
 
-  for (int i = 0; i < 3; i++) {
-    close(b->streams[i].fd);
-    if (i) close(far[i]);
-  }
-  atomic_store(&b->error, ncclRemoteError); /* close the control sockets at once */
-  tcp_ctrl_close(&b->ctrl);
-  close(ctrl[1]);
-  close(spare[1]);
-  b->role->release(b);
-  tcp_failover_free(b);
-  free(c);
+  sockbed_down(&s);
   printf("test_lost_notice: %d checks, %d failed\n", checks, failures);
   return failures != 0;
 }

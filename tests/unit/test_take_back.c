@@ -27,59 +27,20 @@
 #include "transport/tcp/paths.h"
 #include "transport/tcp/send.h"
 #include "../common/check.h"
+#include "sockbed.h"
 
 #define CHUNK 4096u
 #define SEQ 5u
 
-static int pair(int *near, int *far) {
-  int fds[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) return -1;
-  *near = fds[0];
-  *far = fds[1];
-  return 0;
-}
-
 struct bed {
   struct tcp_send_comm *c;
-  int ctrl[2], spare[2], far[2];
+  struct sockbed s;
   char data[2 * CHUNK];
 };
 
 static int bed_up(struct bed *d) {
-  d->c = calloc(1, sizeof *d->c); /* large: not on the stack */
-  if (!d->c) return -1;
-  struct tcp_comm_base *b = &d->c->base;
-  b->role = &tcp_send_role;
-  snprintf(b->peer, sizeof b->peer, "test peer");
-  snprintf(b->devname, sizeof b->devname, "a+b");
-  struct tcp_comm_sockets sk = {.paths = 2, .failover = 1};
-  if (tcp_failover_init(b, &sk) != 0 || pair(&d->ctrl[0], &d->ctrl[1]) != 0 ||
-      pair(&d->spare[0], &d->spare[1]) != 0 ||
-      tcp_ctrl_init(&b->ctrl, b, &tcp_send_ctrl_ops, d->ctrl[0], d->spare[0]) != 0)
-    return -1;
-  b->nstreams = 2;
-  for (int i = 0; i < 2; i++) {
-    if (pair(&b->streams[i].fd, &d->far[i]) != 0) return -1;
-    b->streams[i].index = i;
-    b->streams[i].comm = b;
-    pthread_mutex_init(&b->streams[i].lock, NULL);
-  }
-  return b->role->init(b, &sk);
-}
-
-static void bed_down(struct bed *d) {
-  struct tcp_comm_base *b = &d->c->base;
-  for (int i = 0; i < 2; i++) {
-    close(b->streams[i].fd);
-    close(d->far[i]);
-  }
-  atomic_store(&b->error, ncclRemoteError); /* close the control sockets at once */
-  tcp_ctrl_close(&b->ctrl);
-  close(d->ctrl[1]);
-  close(d->spare[1]);
-  b->role->release(b);
-  tcp_failover_free(b);
-  free(d->c);
+  d->c = sockbed_up(&d->s, sizeof *d->c, &tcp_send_role, &tcp_send_ctrl_ops, 2);
+  return d->c ? 0 : -1;
 }
 
 /* A send of two chunks awaiting its DONE: chunk 1 written whole on stream
@@ -118,7 +79,7 @@ static struct tcp_send_req *send_half_written(struct bed *d) {
 static int receiver_says(struct bed *d, uint8_t type, uint64_t value) {
   struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = type, .n = 1};
   m.e[0].size = value;
-  return write(d->ctrl[1], &m, sizeof m) == (ssize_t)sizeof m ? 0 : -1;
+  return write(d->s.ctrl[1], &m, sizeof m) == (ssize_t)sizeof m ? 0 : -1;
 }
 
 /* The next header a stream carries, past the watchdog's heartbeats. */
@@ -151,7 +112,7 @@ static void test_confirmed_send_completes(void) {
         atomic_load(&r->chunks_done), r->nchunks, atomic_load(&r->writers));
   CHECK(r->redo_len == 0, "nothing of a confirmed send is written again (%u)", r->redo_len);
   CHECK(d.c->tx[0].req == NULL && !atomic_load(&d.c->tx[0].busy), "stream 0 let go of its chunk");
-  bed_down(&d);
+  sockbed_down(&d.s);
 }
 
 static void test_unconfirmed_chunk_goes_again(void) {
@@ -169,7 +130,7 @@ static void test_unconfirmed_chunk_goes_again(void) {
   CHECK(atomic_load(&r->chunks_done) == 1, "the half-written chunk does not count as written (%zu)",
         atomic_load(&r->chunks_done));
   CHECK(atomic_load(&r->writers) == 0, "stream 0 is no longer a writer (%d)", atomic_load(&r->writers));
-  bed_down(&d);
+  sockbed_down(&d.s);
 }
 
 /* A send of two chunks written whole (one on each stream, logged there),
@@ -208,7 +169,7 @@ static void test_kept_copy(void) {
   struct tcp_send_req *k = d.c->kept;
   CHECK(k && atomic_load(&k->await) == (1ull << 32 | SEQ), "a kept copy awaits the send's DONE instead");
   if (!k) {
-    bed_down(&d);
+    sockbed_down(&d.s);
     return;
   }
   CHECK(d.c->tx[0].log[0].req == k && d.c->tx[1].log[0].req == k, "the streams' logs name the copy");
@@ -224,7 +185,7 @@ static void test_kept_copy(void) {
   atomic_store(&d.c->notice_pending, 1u);
   b->role->watch(b, tcp_now());
   struct wire_chunk h;
-  CHECK(next_header(d.far[1], &h) == 0 && h.flags == WIRE_CHUNK_LOST && h.total == 1,
+  CHECK(next_header(d.s.far[1], &h) == 0 && h.flags == WIRE_CHUNK_LOST && h.total == 1,
         "the watchdog writes the LOST notice on stream 1 (flags %#x, streams %#llx)", h.flags,
         (unsigned long long)h.total);
   CHECK(receiver_says(&d, WIRE_LOST_ACK, 1) == 0, "the receiver's LOST_ACK written");
@@ -233,15 +194,15 @@ static void test_kept_copy(void) {
         k->redo_len);
   b->role->watch(b, tcp_now());
   char payload[CHUNK];
-  int right = next_header(d.far[1], &h) == 0 && h.seq == SEQ && h.offset == 0 && h.len == CHUNK &&
-              recv(d.far[1], payload, sizeof payload, MSG_WAITALL) == (ssize_t)sizeof payload;
+  int right = next_header(d.s.far[1], &h) == 0 && h.seq == SEQ && h.offset == 0 && h.len == CHUNK &&
+              recv(d.s.far[1], payload, sizeof payload, MSG_WAITALL) == (ssize_t)sizeof payload;
   for (size_t i = 0; right && i < sizeof payload; i++) right = payload[i] == (char)(i * 7 + 1);
   CHECK(right, "the watchdog writes chunk 0 on stream 1, from the copy (seq %u, offset %llu)", h.seq,
         (unsigned long long)h.offset);
   CHECK(receiver_says(&d, WIRE_DONE, SEQ) == 0, "the receiver's DONE written");
   b->role->drain(b);
   CHECK(atomic_load(&k->await) == 0, "the DONE confirms the copy");
-  bed_down(&d);
+  sockbed_down(&d.s);
 }
 
 /* COLLX_FAILOVER_COPY=0: the same send waits for its DONE. */
@@ -258,7 +219,7 @@ static void test_copy_off(void) {
   ncclResult_t res = r ? d.c->base.role->test(&r->base, &done, NULL) : ncclInternalError;
   CHECK(res == ncclSuccess && !done && !d.c->kept, "without copies the send waits for its DONE");
   tcp_cfg.failover_copy = copy;
-  bed_down(&d);
+  sockbed_down(&d.s);
 }
 
 int main(void) {
