@@ -17,8 +17,9 @@
 #      lost: every control socket given up on the lossy member came back;
 #      the same loss with messages completed as they come: chunks left in
 #      the lossy member's sockets go out again on the other; a member
-#      dropping everything while the comm is made: the connector starts
-#      over instead of taking it for a dead host;
+#      dropping everything while the comm is made, or down then: the
+#      connection comes up without it (a WARN) instead of taking it for a
+#      dead host, and takes it back once it answers;
 #   3. with COLLX_FAILOVER=0 the same loss fails the run;
 #   4. every member down: both ends fail with an error naming the peer
 #      within COLLX_TIMEOUT (plus the tick that notices it).
@@ -299,21 +300,45 @@ elif command -v nft >/dev/null 2>&1; then
   eth1_undrop
 
   # eth1 drops everything while the comm is made, for 4 s: the client's
-  # streams on eth1 see no acknowledgement for its COLLX_CONNECT_TIMEOUT
-  # (2 s) while the server, waiting 10 s for them, still answers on eth0.
-  # The host is alive: the client starts the handshake again rather than
-  # taking the timeout for a dead host, and connects once eth1 is back.
+  # streams on eth1 go unanswered for half its COLLX_CONNECT_TIMEOUT (2 s)
+  # while the server, waiting 10 s for them, still answers on eth0.  The
+  # host is alive: the client does not take eth1's silence for a dead host
+  # but comes up without eth1 (its sockets made by eth0) and takes eth1
+  # back once it passes packets again.
   eth1_drop
-  perf_opts=-v cli_env=COLLX_CONNECT_TIMEOUT=2 run setupdrop 3 4 eth1_undrop "${merged[@]}" COLLX_CONNECT_TIMEOUT=10
+  perf_opts=-v cli_env=COLLX_CONNECT_TIMEOUT=2 run setupdrop 7 4 eth1_undrop "${merged[@]}" COLLX_CONNECT_TIMEOUT=10
   what="eth1 dropping everything for the first 4 s"
   check $([ $crc -eq 0 ] && [ $src -eq 0 ] && echo 0 || echo 1) "$what: connected and every message right on both ends (client exit $crc, server $src, ${secs}s)"
   [ $crc -ne 0 ] || [ $src -ne 0 ] && show setupdrop
-  n=$(grep -c "by eth1 failed: Connection timed out; starting the handshake again" "$tmp/setupdrop.cli")
-  check $([ "$n" -ge 1 ] && echo 0 || echo 1) "$what: the client started over after eth1's timeout ($n times)"
+  n=$(grep -c "comes up without path 1" "$tmp/setupdrop.cli")
+  check $([ "$n" -ge 1 ] && echo 0 || echo 1) "$what: the client came up without eth1 ($n connections)"
+  n=$(grep -c "send connection .*the path eth1 to .* is back in use" "$tmp/setupdrop.cli")
+  check $([ "$n" -ge 1 ] && echo 0 || echo 1) "$what: eth1 back in use once it passes packets ($n connections)"
   eth1_undrop
 else
   echo "SKIP: no nft command: the nftables case"
 fi
+
+# ---- 2d. a member down when the connection is made -------------------------
+# Host 1's eth1 is down from the start and comes up 4 s in.  Host 1's
+# plugin finds eth1 down at init and runs on eth0 alone (a WARN on the
+# COLLX_MERGE group); host 0's streams to host 1's eth1 go unanswered, and
+# host 1's to host 0's eth1 address have no route.  Each connector makes
+# those sockets by its first path instead (host 1 at once, host 0 after
+# half of COLLX_CONNECT_TIMEOUT), the connection comes up with that path
+# given up and a WARN, and the path carries traffic again once eth1 is up.
+nic_down 1
+perf_opts=-v run setupdown 8 4 "netbed_nic_up $bed 1 1" "${merged[@]}" COLLX_CONNECT_TIMEOUT=4
+what="eth1 down when the connection is made"
+check $([ $crc -eq 0 ] && [ $src -eq 0 ] && echo 0 || echo 1) "$what: connected and every message right on both ends (client exit $crc, server $src, ${secs}s)"
+[ $crc -ne 0 ] || [ $src -ne 0 ] && show setupdown
+n=$(grep -c "WARN.*lost the path eth1 to .*no answer during setup" "$tmp/setupdown.srv")
+m=$(grep -c "WARN.*lost the path .*no answer during setup" "$tmp/setupdown.cli")
+check $([ "$n" -ge 1 ] && [ "$m" -ge 1 ] && echo 0 || echo 1) "$what: both ends came up without the path, WARNed (host 0 naming eth1: $n, host 1: $m)"
+n=$(cat "$tmp/setupdown.cli" "$tmp/setupdown.srv" | grep -c "send connection .*the path .* is back in use")
+check $([ "$n" -ge 2 ] && [ "$after1" -gt $((1 << 20)) ] && echo 0 || echo 1) \
+  "$what: the path back in use on both ends once eth1 is up ($n connections; $after1 B sent on eth1 after)"
+netbed_nic_up "$bed" 1 1
 
 # ---- 3. failover off ----------------------------------------------------------
 if [ $sanitized -eq 0 ]; then

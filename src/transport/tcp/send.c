@@ -356,6 +356,11 @@ static void stream_failed(struct tcp_send_comm *c, int j, const char *why) {
   if (!tcp_caller_progress()) tcp_progress->kick(&c->base);
 }
 
+void tcp_send_paths_down(struct tcp_comm_base *b, unsigned paths, const char *why) {
+  for (int p = 0; p < b->npaths && p < b->nstreams; p++)
+    if (paths >> p & 1) stream_failed(send_comm_of(b), p, why);
+}
+
 /* The watchdog's look at each stream's TCP state: bytes in flight that the
  * peer's host stopped acknowledging mean the path is dead. */
 static void streams_check(struct tcp_send_comm *c, double now) {

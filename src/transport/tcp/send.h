@@ -151,6 +151,11 @@ struct tcp_send_comm {
 /* The role's table (send.c), for opening a send comm. */
 extern const struct tcp_comm_role tcp_send_role;
 
+/* Paths (a mask) that did not answer during setup: given up at once, as
+ * lost paths are (a WARN each, the receiver told), to come back once they
+ * answer. */
+void tcp_send_paths_down(struct tcp_comm_base *b, unsigned paths, const char *why);
+
 /* The role's part in the control channel (send_ctrl.c). */
 extern const struct tcp_ctrl_ops tcp_send_ctrl_ops;
 /* Queue an eager send's message behind those queued, and write what the

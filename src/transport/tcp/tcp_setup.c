@@ -404,6 +404,12 @@ struct tcp_connecting {
   struct wire_ctrl ready;
   size_t ready_got;
   int spare;              /* failover: a spare control socket, stream index nstreams */
+  /* Failover: paths that did not answer during setup.  Their sockets are
+   * made by path 0 instead, the comm comes up with the paths given up
+   * (tcp_send_paths_down), and they come back as a lost path does. */
+  unsigned down;
+  char down_why[160];
+  double streams_since;   /* when the streams stage began */
   int fds[TCP_SETUP_SOCKETS];
   int connected[TCP_SETUP_SOCKETS];
   struct wire_hello shello[TCP_SETUP_SOCKETS];
@@ -577,6 +583,7 @@ static ncclResult_t listener_dropped(const struct collx_device *dev, struct tcp_
       c->ssent[i] = 0;
     }
     c->hello_sent = c->welcome_got = c->ready_got = 0;
+    c->down = 0;
     c->conn_id = id;
     c->nstreams = c->proposed;
     c->stage = STAGE_CTRL_CONNECT;
@@ -656,6 +663,7 @@ static ncclResult_t stage_welcome(const struct collx_device *dev, struct tcp_con
   c->nstreams = w->nstreams;
   c->spare = spare_ctrl_wanted(failover_agreed(failover_flags(dev->nmembers), w->flags),
                                path_count(dev->nmembers, w->naddrs));
+  c->streams_since = now_s();
   c->stage = STAGE_STREAMS;
   return ncclSuccess;
 }
@@ -705,11 +713,68 @@ static int path_of_ctrl(const struct collx_device *dev, const struct tcp_connect
   return p % dev->nmembers == 0 && p % c->welcome.naddrs == 0;
 }
 
+/* ---- a path that does not answer during setup ---------------------------- */
+
+/* The path of socket i (i == nstreams: the spare control socket). */
+static int socket_path(const struct collx_device *dev, const struct tcp_connecting *c, int i) {
+  return (i == c->nstreams ? 1 : i) % path_count(dev->nmembers, c->welcome.naddrs);
+}
+
+static int socket_done(const struct tcp_connecting *c, int i) {
+  return c->connected[i] && c->ssent[i] == sizeof c->shello[i];
+}
+
+/* With failover, a path other than the control socket's may be given up
+ * during setup: the connection comes up over the others and the path
+ * comes back once it answers, as after a loss.  A path already given up
+ * whose sockets fail by path 0 as well is a failure of the host. */
+static int path_may_go_down(const struct collx_device *dev, const struct tcp_connecting *c, int i) {
+  int p = socket_path(dev, c, i);
+  return c->spare && p != 0 && !path_of_ctrl(dev, c, i == c->nstreams ? 1 : i) && !(c->down >> p & 1);
+}
+
+/* Give up path p for now: its sockets not made yet are made again by path
+ * 0, so that the listener gets every socket it waits for. */
+static void path_down(const struct collx_device *dev, struct tcp_connecting *c, int p, const char *why) {
+  c->down |= 1u << p;
+  if (!c->down_why[0]) snprintf(c->down_why, sizeof c->down_why, "%s", why);
+  for (int i = 0; i < c->nstreams + c->spare; i++) {
+    if (socket_path(dev, c, i) != p || socket_done(c, i)) continue;
+    if (c->fds[i] >= 0) close(c->fds[i]);
+    c->fds[i] = -1;
+    c->connected[i] = 0;
+    c->ssent[i] = 0;
+  }
+  COLLX_INFO(COLLX_LOG_NET | COLLX_LOG_INIT, "connect to %s on %s: %s; the connection comes up without path %d, "
+             "which is tried again as a lost path is", c->peer_str, dev->name, why, p);
+}
+
+/* Paths whose sockets have not answered in half the listener's setup
+ * deadline while those of path 0 all have: given up, before the listener
+ * gives up on the whole connection. */
+static void paths_overdue(const struct collx_device *dev, struct tcp_connecting *c) {
+  if (!c->spare || now_s() - c->streams_since < 0.5 * tcp_cfg.connect_timeout_s) return;
+  unsigned waiting = 0;
+  for (int i = 0; i < c->nstreams + c->spare; i++)
+    if (!socket_done(c, i)) waiting |= 1u << socket_path(dev, c, i);
+  if (waiting & 1u) return; /* path 0 is slow too: the host's, not a path's */
+  for (int i = 0; i < c->nstreams + c->spare; i++) {
+    int p = socket_path(dev, c, i);
+    if (!(waiting >> p & 1) || !path_may_go_down(dev, c, i)) continue;
+    char why[160];
+    snprintf(why, sizeof why, "%s by %s: no answer in %.1f s", i == c->nstreams ? "spare control socket" : "data stream",
+             dev->members[p % dev->nmembers].ifname, 0.5 * tcp_cfg.connect_timeout_s);
+    path_down(dev, c, p, why);
+  }
+}
+
 /* Advance stream i (i == nstreams: the spare control socket, on path 1);
  * returns 1 once its hello is sent. */
 static int stream_step(const struct collx_device *dev, struct tcp_connecting *c, int i,
                        ncclResult_t *res) {
-  int spare = i == c->nstreams, path = spare ? 1 : i;
+  int spare = i == c->nstreams;
+  /* A path given up during setup: its sockets go by path 0. */
+  int path = c->down >> socket_path(dev, c, i) & 1 ? 0 : spare ? 1 : i;
   if (c->fds[i] < 0) {
     struct sockaddr_storage to, from;
     if (wire_to_addr(&c->welcome.addrs[path % c->welcome.naddrs], &to) != 0) {
@@ -752,7 +817,10 @@ failed:;
   int err = errno;
   snprintf(what, sizeof what, "%s %d by %s failed: %s", spare ? "spare control socket" : "data stream", i,
            dev->members[path % dev->nmembers].ifname, strerror(err));
-  *res = listener_dropped(dev, c, err, !path_of_ctrl(dev, c, path), what);
+  if (path_may_go_down(dev, c, i) && path != 0)
+    path_down(dev, c, socket_path(dev, c, i), what);
+  else
+    *res = listener_dropped(dev, c, err, !path_of_ctrl(dev, c, path), what);
   return 0;
 }
 
@@ -809,6 +877,7 @@ ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, void *h,
     for (int i = 0; i < n && res == ncclSuccess && c->stage == STAGE_STREAMS; i++)
       ready += stream_step(dev, c, i, &res);
     if (res == ncclSuccess && c->stage == STAGE_STREAMS && ready == n) c->stage = STAGE_READY;
+    if (res == ncclSuccess && c->stage == STAGE_STREAMS) paths_overdue(dev, c);
   }
   if (res == ncclSuccess && c->stage == STAGE_READY) {
     int up = 0;
@@ -826,6 +895,11 @@ ncclResult_t tcp_connect(const struct collx_device *dev, int dev_index, void *h,
       sk.spare_ctrl_fd = c->fds[c->nstreams];
       *out = tcp_comm_open(&sk, &tcp_send_role);
       res = *out ? ncclSuccess : ncclSystemError;
+      if (*out && c->down) {
+        char why[200];
+        snprintf(why, sizeof why, "no answer during setup: %s", c->down_why);
+        tcp_send_paths_down(*out, c->down, why);
+      }
       if (*out)
         COLLX_INFO(COLLX_LOG_NET | COLLX_LOG_INIT, "connected to %s on %s with %d streams", c->peer_str,
                    dev->name, c->nstreams);
