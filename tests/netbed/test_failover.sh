@@ -320,25 +320,25 @@ else
 fi
 
 # ---- 2d. a member down when the connection is made -------------------------
-# Host 1's eth1 is down from the start and comes up 4 s in.  Host 1's
-# plugin finds eth1 down at init and runs on eth0 alone (a WARN on the
-# COLLX_MERGE group); host 0's streams to host 1's eth1 go unanswered, and
-# host 1's to host 0's eth1 address have no route.  Each connector makes
-# those sockets by its first path instead (host 1 at once, host 0 after
-# half of COLLX_CONNECT_TIMEOUT), the connection comes up with that path
-# given up and a WARN, and the path carries traffic again once eth1 is up.
-nic_down 1
-perf_opts=-v run setupdown 8 4 "netbed_nic_up $bed 1 1" "${merged[@]}" COLLX_CONNECT_TIMEOUT=4
-what="eth1 down when the connection is made"
+# Host 1's eth1 cable is out when the run starts (its switch port down: the
+# NIC is up without carrier, so both plugins have it in their merged
+# device) and goes back in 4 s in.  The sockets on eth1 get no route or
+# no answer: each connector makes them by eth0 instead (at once, or after
+# half of COLLX_CONNECT_TIMEOUT), the connection comes up with eth1 given
+# up and a WARN naming it, and eth1 carries traffic again once it is back.
+cable() { ip -n "$bed-sw" link set h1e1 "$1"; }
+cable down
+perf_opts=-v run setupdown 8 4 "cable up" "${merged[@]}" COLLX_CONNECT_TIMEOUT=4
+what="eth1's cable out when the connection is made"
 check $([ $crc -eq 0 ] && [ $src -eq 0 ] && echo 0 || echo 1) "$what: connected and every message right on both ends (client exit $crc, server $src, ${secs}s)"
 [ $crc -ne 0 ] || [ $src -ne 0 ] && show setupdown
 n=$(grep -c "WARN.*lost the path eth1 to .*no answer during setup" "$tmp/setupdown.srv")
-m=$(grep -c "WARN.*lost the path .*no answer during setup" "$tmp/setupdown.cli")
-check $([ "$n" -ge 1 ] && [ "$m" -ge 1 ] && echo 0 || echo 1) "$what: both ends came up without the path, WARNed (host 0 naming eth1: $n, host 1: $m)"
-n=$(cat "$tmp/setupdown.cli" "$tmp/setupdown.srv" | grep -c "send connection .*the path .* is back in use")
+m=$(grep -c "WARN.*lost the path eth1 to .*no answer during setup" "$tmp/setupdown.cli")
+check $([ "$n" -ge 1 ] && [ "$m" -ge 1 ] && echo 0 || echo 1) "$what: both ends came up without eth1, WARNed ($n, $m)"
+n=$(cat "$tmp/setupdown.cli" "$tmp/setupdown.srv" | grep -c "send connection .*the path eth1 to .* is back in use")
 check $([ "$n" -ge 2 ] && [ "$after1" -gt $((1 << 20)) ] && echo 0 || echo 1) \
-  "$what: the path back in use on both ends once eth1 is up ($n connections; $after1 B sent on eth1 after)"
-netbed_nic_up "$bed" 1 1
+  "$what: eth1 back in use on both ends once it is back ($n connections; $after1 B sent on it after)"
+cable up
 
 # ---- 3. failover off ----------------------------------------------------------
 if [ $sanitized -eq 0 ]; then
