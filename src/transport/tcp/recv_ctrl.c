@@ -197,8 +197,10 @@ int tcp_recv_send_cts(struct tcp_recv_comm *c, const struct tcp_recv_req *r) {
   /* A CTS_WANTED whose reader could not take this lock is served here. */
   int due = cts_due(c) || match_hold_take_wanted(&c->hold);
   match_hold_spend(&c->hold);
-  if (due) tcp_recv_lazy_due(c); /* written with the CTS */
-  if (due) tcp_ctrl_flush(k);
+  if (due) {
+    tcp_recv_lazy_due(c); /* written with the CTS */
+    tcp_ctrl_flush(k);
+  }
   tcp_ctrl_unlock(k);
   return tcp_comm_failed(&c->base) ? -1 : 0;
 }
