@@ -584,6 +584,7 @@ static ncclResult_t listener_dropped(const struct collx_device *dev, struct tcp_
     }
     c->hello_sent = c->welcome_got = c->ready_got = 0;
     c->down = 0;
+    c->down_why[0] = 0;
     c->conn_id = id;
     c->nstreams = c->proposed;
     c->stage = STAGE_CTRL_CONNECT;
@@ -817,7 +818,7 @@ failed:;
   int err = errno;
   snprintf(what, sizeof what, "%s %d by %s failed: %s", spare ? "spare control socket" : "data stream", i,
            dev->members[path % dev->nmembers].ifname, strerror(err));
-  if (path_may_go_down(dev, c, i) && path != 0)
+  if (path_may_go_down(dev, c, i))
     path_down(dev, c, socket_path(dev, c, i), what);
   else
     *res = listener_dropped(dev, c, err, !path_of_ctrl(dev, c, path), what);
