@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/config.h"
+
 /* ---- Pieces ------------------------------------------------------------------ */
 
 void collx_json_str(FILE *out, const char *s) {
@@ -126,7 +128,9 @@ static void dev_text(FILE *out, const struct collx_plan *p, int i) {
   collx_plan_streams_why(p, d, why, sizeof why);
   fprintf(out, "\n  streams   %d per connection (%s)", d->streams, why);
   collx_plan_threads_why(p, d, why, sizeof why);
-  fprintf(out, "\n  progress  %d threads (%s)\n", d->threads, why);
+  fprintf(out, "\n  progress  %d threads (%s)", d->threads, why);
+  size_t eager = collx_eager_size(d->nmembers, why, sizeof why);
+  fprintf(out, "\n  eager     up to %zu B per message (%s)\n", eager, why);
   for (int m = 0; m < d->nmembers; m++) member_text(out, &p->nics[d->member[m]]);
 }
 
@@ -194,8 +198,8 @@ static void dev_json(FILE *out, const struct collx_plan *p, int i) {
   for (int k = 0; k < d->npus; k++) fprintf(out, "%s%d", k ? ", " : "", d->pus[k]);
   fprintf(out, "], \"group\": %d, \"group_rank\": %d, \"group_size\": %d, ", d->group,
           d->group_rank, d->group_size);
-  fprintf(out, "\"streams\": %d, \"threads\": %d, \"fallback\": %s,\n      \"members\": [\n", d->streams, d->threads,
-          d->fallback ? "true" : "false");
+  fprintf(out, "\"streams\": %d, \"threads\": %d, \"eager\": %zu, \"fallback\": %s,\n      \"members\": [\n",
+          d->streams, d->threads, collx_eager_size(d->nmembers, NULL, 0), d->fallback ? "true" : "false");
   for (int m = 0; m < d->nmembers; m++)
     member_json(out, &p->nics[d->member[m]], m == d->nmembers - 1);
   fprintf(out, "      ]}%s\n", i == p->ndevs - 1 ? "" : ",");

@@ -1,6 +1,7 @@
 #include "util/config.h"
 
 #include <sched.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -39,6 +40,15 @@ void collx_config_load(struct collx_config *cfg) {
   cfg->failover_ms = (int)collx_param_int(COLLX_P_FAILOVER_MS);
   cfg->failover_copy = (size_t)collx_param_int(COLLX_P_FAILOVER_COPY);
   cfg->ctrl_spare_batch = (size_t)collx_param_int(COLLX_P_CTRL_SPARE_BATCH);
+}
+
+size_t collx_eager_size(int members, char *why, size_t why_len) {
+  size_t set = (size_t)collx_param_int(COLLX_P_EAGER_SIZE);
+  int merged_cap = members > 1 && !collx_param_is_set(COLLX_P_EAGER_SIZE) && set > COLLX_EAGER_MERGED_MAX;
+  if (why)
+    snprintf(why, why_len, "%s", merged_cap ? "merged: an eager message rides one member; COLLX_EAGER_SIZE overrides"
+                               : collx_param_is_set(COLLX_P_EAGER_SIZE) ? "COLLX_EAGER_SIZE" : "default");
+  return merged_cap ? COLLX_EAGER_MERGED_MAX : set;
 }
 
 const char *collx_progress_name(enum collx_progress p) {

@@ -24,7 +24,7 @@ enum collx_progress {
 
 struct collx_config {
   size_t chunk_size;            /* COLLX_CHUNK_SIZE: largest piece one stream carries */
-  size_t eager_size;            /* COLLX_EAGER_SIZE */
+  size_t eager_size;            /* COLLX_EAGER_SIZE: the most any device sends eagerly */
   int spin_us;                  /* COLLX_SPIN_US */
   int inline_recv;              /* COLLX_INLINE_RECV */
   int ctrl_peek;                /* COLLX_CTRL_PEEK */
@@ -41,6 +41,16 @@ struct collx_config {
 
 /* Fill *cfg from the parameter table and the host (CPUs for auto progress). */
 void collx_config_load(struct collx_config *cfg);
+
+/* A merged device sends at most this much eagerly unless COLLX_EAGER_SIZE
+ * is set: an eager message rides the one member that carries the control
+ * socket, while a striped one spreads over every member (two 1 Gb/s NICs:
+ * 32 KiB messages at 0.12 GB/s eager, 0.23 striped; bench/NOTES.md 53). */
+#define COLLX_EAGER_MERGED_MAX 16384
+
+/* The largest message a device of `members` NICs sends eagerly, from
+ * COLLX_EAGER_SIZE and the rule above; `why` (may be NULL) says which. */
+size_t collx_eager_size(int members, char *why, size_t why_len);
 
 /* "threads" or "caller". */
 const char *collx_progress_name(enum collx_progress p);

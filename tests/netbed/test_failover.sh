@@ -7,7 +7,7 @@
 #      carries the control socket, the second its spare): both ends finish
 #      with every message right, each sender WARNs once naming the lost
 #      path and the peer, and the other NIC carries the rest; the same
-#      with 64 KiB messages, done once written from kept copies, and with
+#      with 128 KiB messages, done once written from kept copies, and with
 #      4 KiB messages, which travel on the control sockets themselves;
 #   2. a member down for 3 s and back up carries traffic again, its
 #      control socket too: a loss of the other member after it is survived
@@ -134,18 +134,19 @@ for progress in $modes; do
 done
 
 # ---- 1b. small sends done once written -------------------------------------
-# 64 KiB messages are done once written, from a copy kept until the
+# 128 KiB messages (above COLLX_EAGER_SIZE, so on the data streams) are
+# done once written, from a copy kept until the
 # receiver confirms them (COLLX_FAILOVER_COPY): the chunks a lost path held
 # go out again from the copies, the caller having its buffers back.
 kept_count() { grep -h "send connection .* done once written from a kept copy" "$tmp/$1.cli" | grep -oE '[0-9]+ done once written' | awk '{n += $1} END {print n + 0}'; }
 for progress in $modes; do
   label=small0-$progress
-  msg_size=64K perf_opts=-v run "$label" 6 2 "nic_down 0" "${merged[@]}" COLLX_PROGRESS=$progress
+  msg_size=128K perf_opts=-v run "$label" 6 2 "nic_down 0" "${merged[@]}" COLLX_PROGRESS=$progress
   check $([ $crc -eq 0 ] && [ $src -eq 0 ] && echo 0 || echo 1) \
-    "eth0 down, 64 KiB messages, $progress: every message right on both ends (client exit $crc, server $src, ${secs}s)"
+    "eth0 down, 128 KiB messages, $progress: every message right on both ends (client exit $crc, server $src, ${secs}s)"
   [ $crc -ne 0 ] || [ $src -ne 0 ] && show "$label"
   check $([ "$(kept_count "$label")" -gt 0 ] && echo 0 || echo 1) \
-    "eth0 down, 64 KiB messages, $progress: the client's sends were done once written ($(kept_count "$label") from kept copies)"
+    "eth0 down, 128 KiB messages, $progress: the client's sends were done once written ($(kept_count "$label") from kept copies)"
   netbed_nic_up "$bed" 1 0
 done
 
@@ -153,14 +154,24 @@ done
 # 4 KiB messages travel on the control socket itself, the spare written in
 # batches (COLLX_CTRL_SPARE_BATCH): a message is done once the first socket
 # took it, and the batch the spare lacks when eth0 goes must reach the
-# receiver from the writer's history, in order.
+# receiver from the writer's history, in order.  64 KiB messages made eager
+# (COLLX_EAGER_SIZE; a merged device's default stops at 16 KiB) fill the
+# history with a batch and one whole message (threads only: the same code
+# path in either mode).
+eager_count() { grep -h "send connection .* closed:" "$tmp/$1.cli" | grep -oE '[0-9]+ eager' | awk '{n += $1} END {print n + 0}'; }
 for progress in $modes; do
-  label=eager0-$progress
-  msg_size=4K run "$label" 6 2 "nic_down 0" "${merged[@]}" COLLX_PROGRESS=$progress
-  check $([ $crc -eq 0 ] && [ $src -eq 0 ] && echo 0 || echo 1) \
-    "eth0 down, 4 KiB eager messages, $progress: every message right on both ends (client exit $crc, server $src, ${secs}s)"
-  [ $crc -ne 0 ] || [ $src -ne 0 ] && show "$label"
-  netbed_nic_up "$bed" 1 0
+  for kib in 4 64; do
+    [ $kib = 64 ] && [ $progress != threads ] && continue
+    label=eager$kib-$progress
+    msg_size=${kib}K perf_opts=-v run "$label" 6 2 "nic_down 0" "${merged[@]}" COLLX_PROGRESS=$progress \
+      COLLX_EAGER_SIZE=$((kib << 10))
+    check $([ $crc -eq 0 ] && [ $src -eq 0 ] && echo 0 || echo 1) \
+      "eth0 down, $kib KiB eager messages, $progress: every message right on both ends (client exit $crc, server $src, ${secs}s)"
+    [ $crc -ne 0 ] || [ $src -ne 0 ] && show "$label"
+    check $([ "$(eager_count "$label")" -gt 0 ] && echo 0 || echo 1) \
+      "eth0 down, $kib KiB eager messages, $progress: they went eagerly ($(eager_count "$label") by the client)"
+    netbed_nic_up "$bed" 1 0
+  done
 done
 
 # ---- 2. a member that comes back is used again ------------------------------

@@ -63,13 +63,13 @@
 #define RSS_JUDGED (!COLLX_SANITIZED)
 
 /* Each pair's messages, posted all at once: three that take the data
- * streams and three at or under COLLX_EAGER_SIZE (16 KiB by default), some
- * shorter than the receive posted for them. */
+ * streams (just over COLLX_EAGER_SIZE's default of 64 KiB) and three at
+ * or under 16 KiB, some shorter than the receive posted for them. */
 struct msg_plan {
   int size, cap;
 };
 static const struct msg_plan plan[] = {
-    {65536, 65536}, {65536, 65536}, {65536 - 7, 65536}, {1, 16384}, {4096 + 3, 16384}, {16384, 16384},
+    {69632, 69632}, {69632, 69632}, {69632 - 7, 69632}, {1, 16384}, {4096 + 3, 16384}, {16384, 16384},
 };
 #define NMSG ((int)(sizeof plan / sizeof plan[0]))
 

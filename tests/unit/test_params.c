@@ -1,6 +1,7 @@
 /*
  * Unit test of the parameter registry (src/util/params.c): defaults,
- * environment overrides, malformed integers, and the generated Markdown.
+ * environment overrides, malformed integers, the generated Markdown, and
+ * the eager limit a device gets from COLLX_EAGER_SIZE (src/util/config.c).
  * Prints one line per failed check; exits non-zero if any failed.
  */
 #include <stdarg.h>
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/config.h"
 #include "util/log.h"
 #include "transport/tcp/tcp.h"
 #include "util/params.h"
@@ -166,8 +168,32 @@ static void test_markdown(void) {
   free(text);
 }
 
+/* A merged device stops at COLLX_EAGER_MERGED_MAX by default; a value set
+ * is every device's, below the cap or above it. */
+static void test_eager_size(void) {
+  clear_env();
+  size_t def = (size_t)strtol(collx_param_info(COLLX_P_EAGER_SIZE)->default_value, NULL, 10);
+  char why[128];
+  CHECK(def > COLLX_EAGER_MERGED_MAX, "the default eager size %zu is not above the merged cap %d", def,
+        COLLX_EAGER_MERGED_MAX);
+  CHECK(collx_eager_size(1, why, sizeof why) == def, "one NIC, default: %zu", collx_eager_size(1, NULL, 0));
+  CHECK(collx_eager_size(2, why, sizeof why) == COLLX_EAGER_MERGED_MAX && strstr(why, "merged"),
+        "two NICs, default: %zu (%s)", collx_eager_size(2, NULL, 0), why);
+  setenv("COLLX_EAGER_SIZE", "131072", 1);
+  CHECK(collx_eager_size(2, why, sizeof why) == 131072 && strstr(why, "COLLX_EAGER_SIZE"),
+        "two NICs, COLLX_EAGER_SIZE=131072: %zu (%s)", collx_eager_size(2, NULL, 0), why);
+  setenv("COLLX_EAGER_SIZE", "4096", 1);
+  CHECK(collx_eager_size(1, NULL, 0) == 4096 && collx_eager_size(3, NULL, 0) == 4096,
+        "COLLX_EAGER_SIZE=4096: %zu with one NIC, %zu with three", collx_eager_size(1, NULL, 0),
+        collx_eager_size(3, NULL, 0));
+  setenv("COLLX_EAGER_SIZE", "0", 1);
+  CHECK(collx_eager_size(2, NULL, 0) == 0, "COLLX_EAGER_SIZE=0 on a merged device: %zu", collx_eager_size(2, NULL, 0));
+  clear_env();
+}
+
 int main(void) {
   collx_log_set_logger(capture_logger);
+  test_eager_size();
   test_table();
   test_defaults();
   test_override();

@@ -819,7 +819,7 @@ static int cts_intake(struct tcp_send_comm *c, int eager) {
 ncclResult_t tcp_isend(struct tcp_send_comm *c, void *data, size_t size, int tag, struct tcp_req **out) {
   *out = NULL;
   if (tcp_comm_failed(&c->base)) return tcp_comm_error(&c->base);
-  int eager = size <= tcp_cfg.eager_size;
+  int eager = size <= c->eager_max;
   if (cts_intake(c, eager) != 0) return tcp_comm_error(&c->base);
   struct tcp_send_req *r = req_alloc(c);
   if (!r) {
@@ -1098,6 +1098,7 @@ static int send_init(struct tcp_comm_base *b, const struct tcp_comm_sockets *sk)
   struct tcp_send_comm *c = send_comm_of(b);
   c->max_chunk = sk->max_chunk;
   c->merged = sk->members > 1;
+  c->eager_max = collx_eager_size(sk->members, NULL, 0);
   collx_list_init(&c->queue);
   collx_list_init(&c->eager_queue);
   pthread_mutex_init(&c->q_lock, NULL);

@@ -105,6 +105,7 @@ struct tcp_send_comm {
   struct tcp_comm_base base;
   struct tcp_send_stream tx[TCP_MAX_STREAMS];
   size_t max_chunk;           /* COLLX_CHUNK_SIZE */
+  size_t eager_max;           /* sent eagerly up to this size (collx_eager_size) */
   int merged;                 /* its streams leave by several NICs (pick_chunk) */
   pthread_mutex_t q_lock;
   struct collx_list queue;    /* sends with chunks not yet handed to a stream */
