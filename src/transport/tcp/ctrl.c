@@ -357,7 +357,10 @@ void tcp_ctrl_wait_writable(struct tcp_ctrl *k, int ms) {
  * read with MSG_PEEK, which leaves the bytes queued and sends nothing, and
  * they are consumed at the next read of that socket, once the caller has
  * acted on them (COLLX_CTRL_PEEK).  rd_pos counts peeked bytes as read: a
- * switch to the spare abandons the socket, peeked bytes and all. */
+ * switch to the spare abandons the socket, peeked bytes and all.  After a
+ * message too large for the staging buffer (rd_bulky) the next is read
+ * without a peek: the ACK goes out with the rest of such a message anyway,
+ * and the peeked bytes would be read twice, one syscall more. */
 
 /* Drop up to `len` bytes of socket fd, counted into *pos.  Read into a
  * buffer: a recv with none (MSG_TRUNC) is what sanitizers and valgrind
@@ -512,7 +515,7 @@ static void read_and_parse(struct tcp_ctrl *k) {
     k->rx_done -= k->rx_pos;
     k->rx_pos = 0;
     size_t before = k->rx_done;
-    enum sock_io io = ctrl_read(k, k->rx, sizeof k->rx, &k->rx_done, 1, tcp_cfg.ctrl_peek && k->rd_awaited);
+    enum sock_io io = ctrl_read(k, k->rx, sizeof k->rx, &k->rx_done, 1, tcp_cfg.ctrl_peek && k->rd_awaited && !k->rd_bulky);
     k->rd_awaited = io == SOCK_IO_AGAIN && k->rx_done == before;
     if (k->rx_done > before) {
       tcp_comm_heard(k->comm);

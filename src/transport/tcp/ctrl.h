@@ -149,7 +149,8 @@ struct tcp_ctrl {
   uint64_t rd_skip;               /* of the one read: bytes already read from the other */
   double rd_last;                 /* the last byte read */
   size_t rd_peeked;               /* of the socket read: bytes staged by a peek, still in its queue */
-  int rd_awaited;                 /* its last read found it empty: the next bytes are peeked */
+  int rd_awaited;                 /* its last read found it empty: the next bytes are peeked... */
+  int rd_bulky;                   /* ...unless the last message was read mostly into its buffer */
   int rd_resume;                  /* the other socket came back: its RESUME is still to read... */
   struct wire_ctrl resume;        /* ...into this */
   size_t resume_got;

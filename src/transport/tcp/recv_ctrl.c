@@ -285,6 +285,7 @@ static int eager_start(struct tcp_recv_comm *c, const struct wire_eager *h) {
     if (!r) return blocked ? 0 : -1;
   }
   if (tcp_entry_claim(c, r, idx, CHUNK_EAGER, 0, h->size, h->size) != 0) return -1;
+  c->base.ctrl.rd_bulky = h->size >= EAGER_DIRECT_MIN;
   c->eager_rx_hdr = *h;
   c->eager_rx_hdr.idx = (uint8_t)idx;
   c->eager_rx = r;
