@@ -259,6 +259,10 @@ int sock_drained(int fd, uint64_t *acked, uint64_t *busy_us) {
   if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 || len < offsetof(struct tcp_kernel_info, delivered))
     return -1;
   *acked = ti.bytes_acked;
-  *busy_us = ti.busy_time + ti.rwnd_limited + ti.sndbuf_limited;
+  /* busy_time is already the sum: the kernel adds the time limited by the
+   * peer's window and by the send buffer into it (rwnd_limited and
+   * sndbuf_limited are its parts), so adding them again would halve the
+   * rate of a stream that waits on its send buffer. */
+  *busy_us = ti.busy_time;
   return 0;
 }
