@@ -36,6 +36,7 @@ struct cand {
   const struct sockaddr *v4;     /* first IPv4 address */
   const struct sockaddr *v6;     /* first IPv6 address that is not link-local */
   const struct sockaddr *v6_ll;  /* first IPv6 link-local address */
+  int down;                      /* not IFF_UP: kept only as a member COLLX_MERGE names */
 };
 
 static struct cand *find_cand(struct cand *c, int n, const char *name) {
@@ -57,18 +58,34 @@ static void note_addr(struct cand *c, const struct sockaddr *sa) {
   }
 }
 
+/* Whether COLLX_MERGE names `name` in one of its groups ("eth0+eth1,...").
+ * A NIC set down keeps its IPv4 address: named there, it is a member that
+ * starts lost and joins once it comes up, as after a loss (test_failover
+ * "eth1 set down before the start"); else a down NIC is not used. */
+static int merge_names(const char *name) {
+  const char *m = collx_param_str(COLLX_P_MERGE);
+  size_t len = strlen(name);
+  for (const char *p = m; *p;) {
+    size_t tok = strcspn(p, "+,");
+    if (tok == len && strncmp(p, name, len) == 0) return 1;
+    p += tok;
+    if (*p) p++;
+  }
+  return 0;
+}
+
 /* Group the getifaddrs entries by interface name, keeping the order in which
  * names first appear.  `c` has room for one entry per ifaddrs record. */
 static int collect_cands(struct ifaddrs *ifa, struct cand *c) {
   int n = 0;
   for (; ifa; ifa = ifa->ifa_next) {
-    if (!ifa->ifa_addr || !(ifa->ifa_flags & IFF_UP)) continue;
+    if (!ifa->ifa_addr || (!(ifa->ifa_flags & IFF_UP) && !merge_names(ifa->ifa_name))) continue;
     int fam = ifa->ifa_addr->sa_family;
     if (fam != AF_INET && fam != AF_INET6) continue;
     struct cand *k = find_cand(c, n, ifa->ifa_name);
     if (!k) {
       k = &c[n++];
-      *k = (struct cand){.name = ifa->ifa_name};
+      *k = (struct cand){.name = ifa->ifa_name, .down = !(ifa->ifa_flags & IFF_UP)};
     }
     note_addr(k, ifa->ifa_addr);
   }
@@ -448,9 +465,13 @@ static int discover_locked(void) {
   }
   report_skipped(c, n, &f);
   long speed_override = collx_param_int(COLLX_P_SPEED_MBPS);
-  for (int i = 0; i < k; i++)
+  for (int i = 0; i < k; i++) {
+    if (c[chosen[i]].down)
+      COLLX_INFO(COLLX_LOG_INIT, "%s is down; COLLX_MERGE names it, so it is a member that joins once it is up",
+                 c[chosen[i]].name);
     make_device(&disc_devs[i], i, c[chosen[i]].name, pick_addr(&c[chosen[i]], f.family, allow_ll),
                 speed_override);
+  }
   disc_ndev = k > 0 ? apply_plan(disc_devs, k) : 0;
   if (k == 0) explain_none(c, n, &f, disc_why, sizeof disc_why);
   free(chosen);

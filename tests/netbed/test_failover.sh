@@ -19,7 +19,8 @@
 #      the lossy member's sockets go out again on the other; a member
 #      dropping everything while the comm is made, or down then: the
 #      connection comes up without it (a WARN) instead of taking it for a
-#      dead host, and takes it back once it answers;
+#      dead host, and takes it back once it answers; a member set down
+#      before the plugin starts is taken as one and used once it is up;
 #   3. with COLLX_FAILOVER=0 the same loss fails the run;
 #   4. every member down: both ends fail with an error naming the peer
 #      within COLLX_TIMEOUT (plus the tick that notices it).
@@ -350,6 +351,24 @@ n=$(cat "$tmp/setupdown.cli" "$tmp/setupdown.srv" | grep -c "send connection .*t
 check $([ "$n" -ge 2 ] && [ "$after1" -gt $((1 << 20)) ] && echo 0 || echo 1) \
   "$what: eth1 back in use on both ends once it is back ($n connections; $after1 B sent on it after)"
 cable up
+
+# ---- 2e. a member set down before the start ----------------------------------
+# Host 1's eth1 is set down (ip link set down) before the run and up 4 s
+# in.  A NIC set down keeps its IPv4 address; COLLX_MERGE names it, so the
+# client's plugin takes it as a member that starts lost (an INFO says so)
+# rather than leaving it out for the life of the process, and it carries
+# traffic again on both ends once it is up.
+nic_down 1
+perf_opts=-v run initdown 8 4 "netbed_nic_up $bed 1 1" "${merged[@]}" COLLX_CONNECT_TIMEOUT=4
+what="eth1 set down before the start"
+check $([ $crc -eq 0 ] && [ $src -eq 0 ] && echo 0 || echo 1) "$what: connected and every message right on both ends (client exit $crc, server $src, ${secs}s)"
+[ $crc -ne 0 ] || [ $src -ne 0 ] && show initdown
+n=$(grep -c "eth1 is down; COLLX_MERGE names it" "$tmp/initdown.cli")
+check $([ "$n" -ge 1 ] && echo 0 || echo 1) "$what: the client's plugin took it as a member ($n)"
+n=$(cat "$tmp/initdown.cli" "$tmp/initdown.srv" | grep -c "send connection .*the path eth1 to .* is back in use")
+check $([ "$n" -ge 2 ] && [ "$after1" -gt $((1 << 20)) ] && echo 0 || echo 1) \
+  "$what: eth1 back in use on both ends once it is up ($n connections; $after1 B sent on it after)"
+all_up
 
 # ---- 3. failover off ----------------------------------------------------------
 if [ $sanitized -eq 0 ]; then
