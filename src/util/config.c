@@ -43,12 +43,14 @@ void collx_config_load(struct collx_config *cfg) {
 }
 
 size_t collx_eager_size(int members, char *why, size_t why_len) {
-  size_t set = (size_t)collx_param_int(COLLX_P_EAGER_SIZE);
-  int merged_cap = members > 1 && !collx_param_is_set(COLLX_P_EAGER_SIZE) && set > COLLX_EAGER_MERGED_MAX;
+  size_t size = (size_t)collx_param_int(COLLX_P_EAGER_SIZE);
+  int given = collx_param_is_set(COLLX_P_EAGER_SIZE);
+  int capped = members > 1 && !given && size > COLLX_EAGER_MERGED_MAX;
   if (why)
-    snprintf(why, why_len, "%s", merged_cap ? "merged: an eager message rides one member; COLLX_EAGER_SIZE overrides"
-                               : collx_param_is_set(COLLX_P_EAGER_SIZE) ? "COLLX_EAGER_SIZE" : "default");
-  return merged_cap ? COLLX_EAGER_MERGED_MAX : set;
+    snprintf(why, why_len, "%s", capped ? "merged: an eager message rides one member; COLLX_EAGER_SIZE overrides"
+                               : given  ? "COLLX_EAGER_SIZE"
+                                        : "default");
+  return capped ? COLLX_EAGER_MERGED_MAX : size;
 }
 
 const char *collx_progress_name(enum collx_progress p) {

@@ -515,7 +515,8 @@ static void read_and_parse(struct tcp_ctrl *k) {
     k->rx_done -= k->rx_pos;
     k->rx_pos = 0;
     size_t before = k->rx_done;
-    enum sock_io io = ctrl_read(k, k->rx, sizeof k->rx, &k->rx_done, 1, tcp_cfg.ctrl_peek && k->rd_awaited && !k->rd_bulky);
+    int peek = tcp_cfg.ctrl_peek && k->rd_awaited && !k->rd_bulky;
+    enum sock_io io = ctrl_read(k, k->rx, sizeof k->rx, &k->rx_done, 1, peek);
     k->rd_awaited = io == SOCK_IO_AGAIN && k->rx_done == before;
     if (k->rx_done > before) {
       tcp_comm_heard(k->comm);
