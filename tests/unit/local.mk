@@ -166,6 +166,14 @@ TESTS += tests/unit/test_lazy_done
 tests_unit_test_lazy_done_SOURCES = tests/unit/test_lazy_done.c tests/unit/sockbed.c tests/unit/sockbed.h
 tests_unit_test_lazy_done_LDADD = libcollx-tcp.la
 
+# test_second_copy: failover's second copy of a chunk is read aside while
+# the stream that claimed the chunk first writes it in place, and goes in
+# only once that stream lets go (parked, installed, or dropped).
+check_PROGRAMS += tests/unit/test_second_copy
+TESTS += tests/unit/test_second_copy
+tests_unit_test_second_copy_SOURCES = tests/unit/test_second_copy.c tests/unit/sockbed.c tests/unit/sockbed.h
+tests_unit_test_second_copy_LDADD = libcollx-tcp.la
+
 # test_stats: the live counters' page in /dev/shm (made, read back,
 # removed; a planted link not followed; a killed process's page swept).
 # test_stats_live.sh: collx-perf mid-transfer read by collx-info --stats.

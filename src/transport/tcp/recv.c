@@ -12,6 +12,7 @@
  * control socket by test (recv_ctrl.c).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "paths.h"
@@ -32,6 +33,8 @@ static struct tcp_recv_req *recv_req_of(struct tcp_req *r) { return (struct tcp_
 
 /* ---- chunks from the data streams ------------------------------------------ */
 
+static int stream_index(const struct tcp_recv_comm *c, const struct tcp_recv_stream *t) { return (int)(t - c->rx); }
+
 /* The stream reads a chunk into r's buffers: r is not done before it lets
  * go. */
 static void rx_hold(struct tcp_recv_comm *c, struct tcp_recv_stream *t, struct tcp_recv_req *r) {
@@ -43,26 +46,74 @@ static void rx_hold(struct tcp_recv_comm *c, struct tcp_recv_stream *t, struct t
 static void rx_let_go(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
   struct tcp_recv_req *r = t->req;
   t->req = NULL;
+  free(t->bounce);
+  t->bounce = NULL;
+  if (t->owns_req) tcp_entry_disown(c, stream_index(c, t)); /* let go unfinished */
   if (tcp_req_watched(&r->base) && r->parts) tcp_parts_let_go(&r->parts[t->hdr.idx], (int)(t - c->rx));
   atomic_fetch_sub_explicit(&r->readers, 1, memory_order_release);
+}
+
+/* Where the current chunk's next payload bytes go: in place, or aside for
+ * a second copy (failover). */
+static char *rx_dest(struct tcp_recv_stream *t) {
+  return (t->bounce ? t->bounce : t->req->e[t->hdr.idx].buf + t->hdr.offset) + t->done;
+}
+
+/* A whole copy of the current chunk goes in place and counts; the rest of
+ * the stream's own copy is read and dropped.  Caller holds the stream's
+ * lock, so that nobody else writes the chunk meanwhile. */
+static void install_copy(struct tcp_recv_comm *c, struct tcp_recv_stream *t, char *copy) {
+  struct wire_chunk *h = &t->hdr;
+  memcpy(t->req->e[h->idx].buf + h->offset, copy, h->len);
+  free(copy);
+  tcp_recv_account(c, t->req, h->idx, h->len);
+  t->skip = h->len - t->done;
+  rx_let_go(c, t);
+}
+
+/* A second copy came whole: dropped, installed, or parked for the stream
+ * writing the chunk in place (which installs it: install_parked). */
+static void second_copy_finish(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
+  struct wire_chunk *h = &t->hdr;
+  char *copy = t->bounce;
+  t->bounce = NULL;
+  switch (tcp_entry_second_copy(c, t->req, h->idx, h->offset, h->len, h->total, copy)) {
+  case TCP_COPY_INSTALL:
+    memcpy(t->req->e[h->idx].buf + h->offset, copy, h->len);
+    tcp_recv_account(c, t->req, h->idx, h->len);
+    free(copy);
+    break;
+  case TCP_COPY_DROP: free(copy); break;
+  case TCP_COPY_PARKED: break;
+  }
+  rx_let_go(c, t);
 }
 
 /* The chunk came whole: its bytes count unless another copy of it counted
  * first (failover). */
 static void chunk_finish(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
   struct wire_chunk *h = &t->hdr;
-  if (tcp_entry_finish_chunk(c, t->req, h->idx, h->offset, h->len, h->total))
+  if (t->bounce) {
+    second_copy_finish(c, t);
+    return;
+  }
+  if (tcp_entry_finish_chunk(c, t->req, h->idx, h->offset, h->len, h->total, stream_index(c, t)))
     tcp_recv_account(c, t->req, h->idx, h->len);
   rx_let_go(c, t);
 }
 
-/* Failover: another copy of the chunk this stream is reading has finished
- * it: the rest of this copy is read and dropped.  1 when so. */
+/* Failover: the chunk this stream is reading was finished by another copy,
+ * or a whole second copy waits for this stream to install it: the rest of
+ * this copy is read and dropped.  1 when so. */
 static int chunk_overtaken(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
   struct wire_chunk *h = &t->hdr;
-  if (!t->req || !atomic_load_explicit(&t->req->contested, memory_order_relaxed) ||
-      !tcp_entry_chunk_finished(c, t->req, h->idx, h->offset, h->len, h->total))
-    return 0;
+  if (!t->req || !atomic_load_explicit(&t->req->contested, memory_order_relaxed)) return 0;
+  char *copy = t->bounce ? NULL : tcp_entry_take_parked(c, stream_index(c, t));
+  if (copy) {
+    install_copy(c, t, copy);
+    return 1;
+  }
+  if (!tcp_entry_chunk_finished(c, t->req, h->idx, h->offset, h->len, h->total)) return 0;
   t->skip = h->len - t->done;
   rx_let_go(c, t);
   return 1;
@@ -138,9 +189,13 @@ static int accept_header(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
     t->req = NULL;
     return 0;
   }
-  int again = tcp_entry_claim_chunk(c, r, h->idx, h->offset, h->len, h->total);
+  int again = tcp_entry_claim_chunk(c, r, h->idx, h->offset, h->len, h->total, stream_index(c, t));
   if (again < 0) return -1;
   if (again == 1) return chunk_again(c, t);
+  if (again == 2 && !(t->bounce = malloc(h->len ? h->len : 1))) {
+    tcp_comm_fail(&c->base, ncclSystemError, "out of memory for a second copy of a chunk");
+    return -1;
+  }
   if (c->base.failover) atomic_fetch_or(&r->entries_done, TCP_ENTRIES_STRIPED);
   if (h->flags & WIRE_CHUNK_LAZY_DONE) atomic_store_explicit(&r->lazy_done, 1, memory_order_relaxed);
   atomic_store_explicit(&e->total, (int64_t)h->total, memory_order_release);
@@ -156,11 +211,10 @@ static int accept_header(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
  * first.  1 when the chunk is complete. */
 static int copy_staged(struct tcp_recv_stream *t) {
   struct wire_chunk *h = &t->hdr;
-  struct tcp_entry *e = &t->req->e[h->idx];
   size_t want = h->len - t->done;
   size_t have = t->stage_len - t->stage_pos;
   size_t n = want < have ? want : have;
-  memcpy(e->buf + h->offset + t->done, t->stage + t->stage_pos, n);
+  memcpy(rx_dest(t), t->stage + t->stage_pos, n);
   t->stage_pos += n;
   t->done += n;
   return t->done == h->len;
@@ -251,7 +305,7 @@ static int read_stream_once(struct tcp_stream *s, int small_only, size_t budget)
     enum sock_io io;
     if (direct) {
       size_t before = t->done;
-      io = sock_recv_some(s->fd, t->req->e[t->hdr.idx].buf + t->hdr.offset, t->hdr.len, &t->done);
+      io = sock_recv_some(s->fd, rx_dest(t) - t->done, t->hdr.len, &t->done);
       progress |= t->done > before;
       moved += t->done - before;
       if (io == SOCK_IO_DONE) chunk_finish(c, t);
@@ -295,8 +349,30 @@ static void recv_stream_reset(struct tcp_stream *s) {
  * of, which the sender writes again elsewhere.  Caller holds s->lock. */
 static void stream_give_up(struct tcp_recv_comm *c, struct tcp_stream *s) {
   struct tcp_recv_stream *t = &c->rx[s->index];
-  if (t->req) tcp_entry_unclaim(c, t->req, t->hdr.idx, t->hdr.offset, t->hdr.len, t->hdr.total);
+  char *copy = t->req && !t->bounce ? tcp_entry_take_parked(c, s->index) : NULL;
+  if (copy)
+    install_copy(c, t, copy);
+  else if (t->req && !t->bounce)
+    tcp_entry_unclaim(c, t->req, t->hdr.idx, t->hdr.offset, t->hdr.len, t->hdr.total, s->index);
   recv_stream_reset(s);
+}
+
+/* Failover: second copies parked for streams that own their chunks are
+ * installed by whoever holds such a stream's lock next; this looks for
+ * them once the caller's own stream lock is released, so that a copy does
+ * not wait for its owner's socket to bring more (trylock: a stream busy
+ * right now installs it itself, or the next look does). */
+static void install_parked(struct tcp_recv_comm *c) {
+  unsigned mask = atomic_load(&c->parked_mask);
+  for (int i = 0; mask && i < c->base.nstreams; i++) {
+    if (!(mask >> i & 1)) continue;
+    struct tcp_stream *s = &c->base.streams[i];
+    if (pthread_mutex_trylock(&s->lock) != 0) continue;
+    struct tcp_recv_stream *t = &c->rx[i];
+    char *copy = t->req && !t->bounce ? tcp_entry_take_parked(c, i) : NULL;
+    if (copy) install_copy(c, t, copy);
+    pthread_mutex_unlock(&s->lock);
+  }
 }
 
 /* Act on LOST notices: the streams they name are read no more, and the
@@ -334,6 +410,7 @@ static int recv_serve(struct tcp_stream *s, struct tcp_pass *pass) {
   if (pthread_mutex_trylock(&s->lock) != 0) return TCP_WANT_READ;
   pass->moved = read_stream(s, 0, TCP_PASS_BYTES);
   pthread_mutex_unlock(&s->lock);
+  if (atomic_load(&recv_comm_of(b)->parked_mask)) install_parked(recv_comm_of(b));
   if (atomic_load(&recv_comm_of(b)->lost_notice)) streams_give_up(recv_comm_of(b));
   return tcp_stream_lost(b, s->index) ? TCP_WANT_NOTHING : TCP_WANT_READ;
 }
@@ -347,6 +424,7 @@ static void read_inline(struct tcp_recv_comm *c) {
     read_stream(s, 1, SIZE_MAX);
     pthread_mutex_unlock(&s->lock);
   }
+  if (atomic_load(&c->parked_mask)) install_parked(c);
   if (atomic_load(&c->lost_notice)) streams_give_up(c);
 }
 
@@ -361,6 +439,7 @@ static void read_all_streams(struct tcp_recv_comm *c, int first) {
     read_stream(s, 0, SIZE_MAX);
     pthread_mutex_unlock(&s->lock);
   }
+  if (atomic_load(&c->parked_mask)) install_parked(c);
   if (atomic_load(&c->lost_notice)) streams_give_up(c);
 }
 
@@ -398,6 +477,7 @@ static void recv_watch(struct tcp_comm_base *b, double now) {
       tcp_recv_owe_ctrl_gone(c, gone);
     }
     paths_rejoin(c);
+    if (atomic_load(&c->parked_mask)) install_parked(c);
   }
   if (tcp_caller_progress()) read_all_streams(c, 0);
 }
@@ -591,6 +671,9 @@ static void recv_release(struct tcp_comm_base *b) {
   for (int i = 0; i < b->nstreams; i++) {
     collx_topo_free_local(c->rx[i].stage);
     c->rx[i].stage = NULL;
+    free(c->rx[i].bounce);
+    free(c->rx[i].parked);
+    c->rx[i].bounce = c->rx[i].parked = NULL;
   }
   free(c->cts_backlog);
   c->cts_backlog = NULL;

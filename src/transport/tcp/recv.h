@@ -61,6 +61,18 @@ struct tcp_recv_stream {
   size_t stage_pos, stage_len;
   char *stage;                /* TCP_STAGE_SIZE bytes: headers and small payloads in one go */
   uint64_t skip;              /* failover: payload bytes of a chunk that arrived twice, dropped */
+  /* Failover: a second copy of a chunk whose first copy is still coming in
+   * is read here, not into the receive buffer, so that only one stream at
+   * a time writes a chunk's bytes in place (the copies are alike, but two
+   * writers of one buffer would be a data race). */
+  char *bounce;
+  /* Under the comm's track_lock: the chunk this stream writes in place
+   * (owns_req NULL: none), and a whole second copy of it that came
+   * meanwhile, installed by whoever next holds this stream's lock. */
+  struct tcp_recv_req *owns_req;
+  int owns_idx;
+  uint64_t owns_off;
+  char *parked;
 };
 
 struct tcp_recv_comm {
@@ -74,7 +86,8 @@ struct tcp_recv_comm {
   _Atomic uint32_t eager_rx_wait_seq; /* ...which was not posted while recv_seq was this */
   /* whether CTS records go out at once or are held back */
   struct match_hold hold;
-  pthread_mutex_t track_lock; /* the entries' chunk_track */
+  pthread_mutex_t track_lock; /* the entries' chunk_track, and each stream's owns and parked */
+  atomic_uint parked_mask;    /* streams holding a parked copy (rx[i].parked) */
   /* The control channel's reader (its rx_lock): the eager message being
    * read, and where early messages go */
   struct wire_eager eager_rx_hdr;
@@ -124,26 +137,43 @@ int tcp_recv_peer_finished(struct tcp_recv_comm *c);
  * 0, or -1 after failing the comm. */
 int tcp_entry_claim(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, enum chunk_kind kind,
                     uint64_t offset, uint64_t len, uint64_t total);
-/* Claim a chunk from a data stream, as tcp_entry_claim.  With failover a
- * sender may send a chunk again (its stream was given up, or it waited on
- * a slow member while others were idle): 1 when a copy of exactly that
- * chunk has finished it already (this one's payload is to be dropped), 2
- * when one is still coming in (both are read, the first whole counts:
- * tcp_entry_finish_chunk). */
+/* Claim a chunk from a data stream for stream `stream`, as
+ * tcp_entry_claim.  With failover a sender may send a chunk again (its
+ * stream was given up, or it waited on a slow member while others were
+ * idle): 1 when a copy of exactly that chunk has finished it already (this
+ * one's payload is to be dropped), 2 when one is still coming in (this one
+ * is read aside, into the stream's bounce: tcp_entry_second_copy); 0 when
+ * the stream owns the chunk and writes it in place. */
 int tcp_entry_claim_chunk(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t offset,
-                          uint64_t len, uint64_t total);
-/* A copy of a claimed chunk came whole: 1 when its bytes count (the
- * first), 0 when another copy finished the chunk before. */
+                          uint64_t len, uint64_t total, int stream);
+/* The chunk stream `stream` owns came whole in place: 1 when its bytes
+ * count, 0 when another copy finished the chunk before. */
 int tcp_entry_finish_chunk(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t offset,
-                           uint64_t len, uint64_t total);
+                           uint64_t len, uint64_t total, int stream);
+/* What becomes of a second copy that came whole in `copy` (malloc'd). */
+enum tcp_copy_fate {
+  TCP_COPY_DROP,    /* the chunk was finished meanwhile: free the copy */
+  TCP_COPY_INSTALL, /* nobody writes the chunk in place any more: the caller copies it there and counts it */
+  TCP_COPY_PARKED,  /* its owner is still at it: the copy waits in the owner's parked slot */
+};
+enum tcp_copy_fate tcp_entry_second_copy(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t offset,
+                                         uint64_t len, uint64_t total, char *copy);
 /* Whether another copy has finished the chunk this copy is reading. */
 int tcp_entry_chunk_finished(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t offset,
                              uint64_t len, uint64_t total);
-/* Forget a chunk whose stream was given up in the middle of it (unless
- * another copy of a chunk of the receive came meanwhile: the chunk stays
- * claimed for it, or for the copy sent again). */
+/* The parked copy of the chunk stream `stream` owns, taken (the chunk is
+ * marked finished and no longer owned: the caller, holding the stream's
+ * lock, copies it in place and counts it), or NULL when none is parked. */
+char *tcp_entry_take_parked(struct tcp_recv_comm *c, int stream);
+/* Stream `stream` let go of the chunk it owned unfinished (another copy
+ * finished it): it owns it no more. */
+void tcp_entry_disown(struct tcp_recv_comm *c, int stream);
+/* Stream `stream` stops reading a chunk in the middle of it (given up):
+ * it owns it no more, and the chunk is forgotten unless another copy of a
+ * chunk of the receive came meanwhile (the chunk stays claimed for it, or
+ * for the copy sent again). */
 void tcp_entry_unclaim(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t offset, uint64_t len,
-                       uint64_t total);
+                       uint64_t total, int stream);
 /* Account `len` payload bytes of entry `idx`; finish the entry when whole.
  * Not 0 when that finished a receive whose sender is to hear so (failover,
  * a striped message): its sequence number in *done_seq (the caller owes

@@ -4,6 +4,8 @@
  * control channel (recv_ctrl.c).  It calls nothing of either: a finished
  * receive whose sender waits for its DONE is a return value.
  */
+#include <stdlib.h>
+
 #include "recv.h"
 #include "util/log.h"
 
@@ -37,8 +39,38 @@ static void claim_refused(struct tcp_recv_comm *c, const struct tcp_recv_req *r,
                  (unsigned long long)total);
 }
 
+/* Stream i owns the chunk at (r, idx, offset) from now on.  Caller holds
+ * track_lock. */
+static void own(struct tcp_recv_comm *c, int i, struct tcp_recv_req *r, int idx, uint64_t offset) {
+  struct tcp_recv_stream *t = &c->rx[i];
+  t->owns_req = r;
+  t->owns_idx = idx;
+  t->owns_off = offset;
+}
+
+/* Stream i owns no chunk; the parked copy it held, if any, is returned
+ * for the caller to install or free.  Caller holds track_lock. */
+static char *disown(struct tcp_recv_comm *c, int i) {
+  struct tcp_recv_stream *t = &c->rx[i];
+  char *parked = t->parked;
+  t->owns_req = NULL;
+  t->parked = NULL;
+  if (parked) atomic_fetch_and(&c->parked_mask, ~(1u << i));
+  return parked;
+}
+
+/* The stream writing the chunk at (r, idx, offset) in place, or -1.
+ * Caller holds track_lock. */
+static int owner_of(const struct tcp_recv_comm *c, const struct tcp_recv_req *r, int idx, uint64_t offset) {
+  for (int i = 0; i < c->base.nstreams; i++) {
+    const struct tcp_recv_stream *t = &c->rx[i];
+    if (t->owns_req == r && t->owns_idx == idx && t->owns_off == offset) return i;
+  }
+  return -1;
+}
+
 int tcp_entry_claim_chunk(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t offset,
-                          uint64_t len, uint64_t total) {
+                          uint64_t len, uint64_t total, int stream) {
   if (!c->base.failover) return tcp_entry_claim(c, r, idx, CHUNK_STREAM, offset, len, total);
   struct chunk_track *t = &r->e[idx].track;
   const char *why = NULL;
@@ -46,6 +78,7 @@ int tcp_entry_claim_chunk(struct tcp_recv_comm *c, struct tcp_recv_req *r, int i
   pthread_mutex_lock(&c->track_lock);
   enum chunk_state st = chunk_track_state(t, offset, len, total);
   int rc = st == CHUNK_FREE ? chunk_track_stream(t, offset, len, total, &why) : 0;
+  if (st == CHUNK_FREE && rc == 0) own(c, stream, r, idx, offset);
   pthread_mutex_unlock(&c->track_lock);
   if (rc != 0) {
     claim_refused(c, r, idx, why, offset, len, total);
@@ -56,12 +89,35 @@ int tcp_entry_claim_chunk(struct tcp_recv_comm *c, struct tcp_recv_req *r, int i
 }
 
 int tcp_entry_finish_chunk(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t offset,
-                           uint64_t len, uint64_t total) {
+                           uint64_t len, uint64_t total, int stream) {
   if (!c->base.failover) return 1;
   pthread_mutex_lock(&c->track_lock);
   int rc = chunk_track_finish(&r->e[idx].track, offset, len, total);
+  char *parked = disown(c, stream); /* a copy that came too late to be needed */
   pthread_mutex_unlock(&c->track_lock);
+  free(parked);
   return rc != 1;
+}
+
+enum tcp_copy_fate tcp_entry_second_copy(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t offset,
+                                         uint64_t len, uint64_t total, char *copy) {
+  enum tcp_copy_fate fate = TCP_COPY_DROP;
+  pthread_mutex_lock(&c->track_lock);
+  struct chunk_track *t = &r->e[idx].track;
+  int owner = owner_of(c, r, idx, offset);
+  if (chunk_track_state(t, offset, len, total) != CHUNK_CLAIMED) {
+    fate = TCP_COPY_DROP;
+  } else if (owner < 0) {
+    /* Its owner let go of it unfinished: this copy is the one. */
+    chunk_track_finish(t, offset, len, total);
+    fate = TCP_COPY_INSTALL;
+  } else if (!c->rx[owner].parked) {
+    c->rx[owner].parked = copy;
+    atomic_fetch_or(&c->parked_mask, 1u << owner);
+    fate = TCP_COPY_PARKED;
+  }
+  pthread_mutex_unlock(&c->track_lock);
+  return fate;
 }
 
 int tcp_entry_chunk_finished(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t offset,
@@ -72,11 +128,30 @@ int tcp_entry_chunk_finished(struct tcp_recv_comm *c, struct tcp_recv_req *r, in
   return st == CHUNK_FINISHED;
 }
 
-void tcp_entry_unclaim(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t offset, uint64_t len,
-                       uint64_t total) {
-  if (atomic_load(&r->contested)) return;
+char *tcp_entry_take_parked(struct tcp_recv_comm *c, int stream) {
+  struct tcp_recv_stream *t = &c->rx[stream];
   pthread_mutex_lock(&c->track_lock);
-  chunk_track_unclaim(&r->e[idx].track, offset, len, total);
+  char *parked = NULL;
+  if (t->parked) {
+    struct tcp_recv_req *r = t->owns_req;
+    chunk_track_finish(&r->e[t->owns_idx].track, t->hdr.offset, t->hdr.len, t->hdr.total);
+    parked = disown(c, stream);
+  }
+  pthread_mutex_unlock(&c->track_lock);
+  return parked;
+}
+
+void tcp_entry_disown(struct tcp_recv_comm *c, int stream) {
+  pthread_mutex_lock(&c->track_lock);
+  free(disown(c, stream));
+  pthread_mutex_unlock(&c->track_lock);
+}
+
+void tcp_entry_unclaim(struct tcp_recv_comm *c, struct tcp_recv_req *r, int idx, uint64_t offset, uint64_t len,
+                       uint64_t total, int stream) {
+  pthread_mutex_lock(&c->track_lock);
+  free(disown(c, stream));
+  if (!atomic_load(&r->contested)) chunk_track_unclaim(&r->e[idx].track, offset, len, total);
   pthread_mutex_unlock(&c->track_lock);
 }
 
