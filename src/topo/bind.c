@@ -198,12 +198,13 @@ int collx_topo_pool_threads(int dev) {
 
 /* ---- NIC-local memory -------------------------------------------------------------------- */
 
-/* Every buffer starts with a header page that says how to free it, which
- * keeps the user's part page-aligned and the free call size-free. */
+/* Every buffer ends with a trailer that says how to free it, in the slack
+ * of its last page where there is room: the user's part starts the
+ * mapping, page-aligned, and a header page of its own would cost every
+ * comm a resident page per buffer (tests/scale's bound per comm). */
 #define ALLOC_MAGIC 0x636f6c6c78616c63ULL /* "collxalc" */
-struct alloc_hdr {
+struct alloc_tail {
   uint64_t magic;
-  size_t total;
   int bound; /* 1: hwloc_alloc_membind, 0: ordinary_pages */
 };
 
@@ -269,33 +270,42 @@ static void *alloc_bound(const struct collx_plan *p, const struct collx_plan_dev
   return m;
 }
 
+/* Whole pages for `size` bytes and the trailer; 0 when that overflows. */
+static size_t alloc_total(size_t size) {
+  size_t page = page_size(), need = size + sizeof(struct alloc_tail);
+  if (need < size || need + page < need) return 0;
+  return (need + page - 1) / page * page;
+}
+
+static struct alloc_tail *tail_of(void *m, size_t total) {
+  return (struct alloc_tail *)((char *)m + total - sizeof(struct alloc_tail));
+}
+
 void *collx_topo_alloc_local(int dev, size_t size) {
   const struct collx_plan *p = collx_topo_current_plan();
   const struct collx_plan_dev *d = plan_dev(p, dev, "local memory");
-  size_t page = page_size(), total = size + page;
-  if (total < size) return NULL; /* size overflowed */
+  size_t total = alloc_total(size);
+  if (!total) return NULL;
   /* Binding needs the real machine and a NIC whose node is known. */
   void *m = d && p->topo->this_system && d->local ? alloc_bound(p, d, total) : NULL;
   int bound = m != NULL;
-  if (!m && !(m = ordinary_pages(total, page))) return NULL;
-  struct alloc_hdr *h = m;
-  h->magic = ALLOC_MAGIC;
-  h->total = total;
-  h->bound = bound;
-  return (char *)m + page;
+  if (!m && !(m = ordinary_pages(total, page_size()))) return NULL;
+  *tail_of(m, total) = (struct alloc_tail){.magic = ALLOC_MAGIC, .bound = bound};
+  return m;
 }
 
-void collx_topo_free_local(void *ptr) {
+void collx_topo_free_local(void *ptr, size_t size) {
   if (!ptr) return;
-  struct alloc_hdr *h = (struct alloc_hdr *)((char *)ptr - page_size());
-  if (h->magic != ALLOC_MAGIC) {
-    COLLX_WARN("topology: free_local of a pointer it did not allocate (%p); leaked", ptr);
+  size_t total = alloc_total(size);
+  struct alloc_tail *t = total ? tail_of(ptr, total) : NULL;
+  if (!t || t->magic != ALLOC_MAGIC) {
+    COLLX_WARN("topology: free_local of %zu bytes at %p, which it did not allocate so; leaked", size, ptr);
     return;
   }
-  h->magic = 0;
+  t->magic = 0;
   const struct collx_plan *p = collx_topo_current_plan();
-  if (!h->bound) ordinary_free(h, h->total);
-  else if (p) hwloc_free(p->topo->hw, h, h->total);
+  if (!t->bound) ordinary_free(ptr, total);
+  else if (p) hwloc_free(p->topo->hw, ptr, total);
   else COLLX_WARN("topology: buffer freed after teardown; leaked");
 }
 

@@ -284,9 +284,10 @@ unsigned collx_topo_next_serial(int dev);
 
 /* Memory on device `dev`'s NUMA node (page-aligned), checked after
  * allocation; ordinary memory with one WARN when binding fails.  NULL only
- * when no memory at all is left.  Free with collx_topo_free_local(). */
+ * when no memory at all is left.  Free with collx_topo_free_local(), with
+ * the size it was allocated with. */
 void *collx_topo_alloc_local(int dev, size_t size);
-void collx_topo_free_local(void *p);
+void collx_topo_free_local(void *p, size_t size);
 
 /* Log (INFO) how far the calling thread's GPU is from device `dev`. */
 void collx_topo_log_gpu_locality(int dev);

@@ -74,9 +74,9 @@ static void check_alloc(const struct collx_plan *p, int dev) {
         pol == HWLOC_MEMBIND_BIND)
       CHECK(hwloc_bitmap_isincluded(got, p->devs[dev].nodeset), "bound to the NIC's node");
     hwloc_bitmap_free(got);
-    collx_topo_free_local(m);
+    collx_topo_free_local(m, sizes[i]);
   }
-  collx_topo_free_local(NULL);
+  collx_topo_free_local(NULL, 0);
 }
 
 /* NICs for the live plan: this machine's first PCI NIC, if any, and lo,
@@ -151,7 +151,7 @@ static void test_xml_stand_in(const char *dir) {
     check_not_pinned(0, "XML stand-in");
     void *m = collx_topo_alloc_local(0, 65536); /* ordinary memory: the nodes are not ours */
     CHECK(m != NULL, "alloc_local with a stand-in topology");
-    collx_topo_free_local(m);
+    collx_topo_free_local(m, 65536);
   }
   unsetenv("COLLX_TOPO_XML");
   unsetenv("COLLX_MERGE");

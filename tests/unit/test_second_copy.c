@@ -96,19 +96,19 @@ static void test_parked_while_owner_busy(void) {
   struct tcp_req *r0 = post(&d, 0);
   CHECK(r0 && chunk_part(&d, 0, 0, 0, HALF) == 0, "receive 0 posted, half its chunk on stream 0");
   CHECK(r0 && !poll_once(&d, r0), "stream 0 reads the half and owns the chunk");
-  CHECK(d.c->rx[0].owns_req != NULL, "stream 0 owns the chunk");
+  CHECK(d.c->owners[0].req != NULL, "stream 0 owns the chunk");
 
   pthread_mutex_t *owner = &d.c->base.streams[0].lock;
   pthread_mutex_lock(owner);
   CHECK(chunk_part(&d, 1, 0, 0, MSG) == 0 && r0 && !poll_once(&d, r0),
         "the whole chunk again on stream 1, read while stream 0 is busy: not done yet");
-  CHECK(d.c->rx[0].parked != NULL, "the second copy is parked for stream 0");
+  CHECK(d.c->owners[0].parked != NULL, "the second copy is parked for stream 0");
   CHECK(untouched(d.buf + HALF, HALF), "nothing of the second copy was written in place while stream 0 owns the chunk");
   pthread_mutex_unlock(owner);
 
   CHECK(r0 && wait_done(&d, r0) == 0, "once stream 0 is free the copy goes in and receive 0 completes");
   CHECK(memcmp(d.buf, d.payload, MSG) == 0, "every byte of receive 0 is right");
-  CHECK(d.c->rx[0].parked == NULL && d.c->rx[0].owns_req == NULL, "stream 0 owns nothing any more");
+  CHECK(d.c->owners[0].parked == NULL && d.c->owners[0].req == NULL, "stream 0 owns nothing any more");
 
   /* The rest of the first copy is dropped; the next chunk on stream 0 is
    * read as usual. */
@@ -137,7 +137,7 @@ static void test_installed_after_owner_lost(void) {
   struct wire_chunk lost = {.magic = WIRE_MAGIC, .flags = WIRE_CHUNK_LOST, .total = 1u};
   CHECK(put(d.s.far[2], &lost, sizeof lost) == 0 && r0 && !poll_once(&d, r0),
         "stream 0 given up (LOST on stream 2): nothing complete yet");
-  CHECK(tcp_stream_lost(&d.c->base, 0) && d.c->rx[0].owns_req == NULL, "stream 0 no longer read, owning nothing");
+  CHECK(tcp_stream_lost(&d.c->base, 0) && d.c->owners[0].req == NULL, "stream 0 no longer read, owning nothing");
   CHECK(chunk_part(&d, 1, 0, HALF, MSG) == 0 && r0 && wait_done(&d, r0) == 0,
         "the rest of the second copy: receive 0 completes");
   CHECK(memcmp(d.buf, d.payload, MSG) == 0, "every byte of receive 0 is right");
@@ -158,7 +158,7 @@ static void test_dropped_after_owner_finished(void) {
   CHECK(chunk_part(&d, 0, 0, HALF, MSG) == 0 && r0 && wait_done(&d, r0) == 0,
         "stream 0 finishes the chunk: receive 0 completes");
   CHECK(memcmp(d.buf, d.payload, MSG) == 0, "every byte of receive 0 is right");
-  CHECK(d.c->rx[1].bounce == NULL && d.c->rx[0].parked == NULL, "stream 1 let go of its copy; nothing is parked");
+  CHECK(d.c->rx[1].bounce == NULL && d.c->owners[0].parked == NULL, "stream 1 let go of its copy; nothing is parked");
   struct tcp_req *r1 = post(&d, 1);
   memset(d.payload, 0xa5, 16);
   CHECK(r1 && chunk_part(&d, 1, 0, HALF, MSG) == 0 && chunk_part(&d, 1, 1, 0, MSG) == 0,

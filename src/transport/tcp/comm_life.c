@@ -129,6 +129,12 @@ static void comm_stop(struct tcp_comm_base *c) {
   tcp_failover_free(c);
 }
 
+/* The quarantine's release: the role, still in place, says the size. */
+static void comm_free(void *p) {
+  struct tcp_comm_base *c = p;
+  collx_topo_free_local(c, c->role->size);
+}
+
 struct tcp_comm_base *tcp_comm_open(const struct tcp_comm_sockets *sk, const struct tcp_comm_role *role) {
   /* The comm holds the request pool and the stream state, which the
    * streams touch for every chunk: keep it on the NIC's NUMA node. */
@@ -140,7 +146,7 @@ struct tcp_comm_base *tcp_comm_open(const struct tcp_comm_sockets *sk, const str
   }
   memset(c, 0, role->size);
   if (base_init(c, role, sk) != 0) {
-    collx_topo_free_local(c);
+    collx_topo_free_local(c, role->size);
     return NULL;
   }
   if (role->init(c, sk) != 0 || comm_start(c) != 0) {
@@ -154,5 +160,5 @@ void tcp_comm_close(struct tcp_comm_base *c) {
   comm_stop(c);
   c->role->release(c);
   c->magic = TCP_MAGIC_DEAD;
-  tcp_quarantine(c, collx_topo_free_local);
+  tcp_quarantine(c, comm_free);
 }

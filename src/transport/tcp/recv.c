@@ -48,7 +48,7 @@ static void rx_let_go(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
   t->req = NULL;
   free(t->bounce);
   t->bounce = NULL;
-  if (t->owns_req) tcp_entry_disown(c, stream_index(c, t)); /* let go unfinished */
+  if (c->owners && c->owners[stream_index(c, t)].req) tcp_entry_disown(c, stream_index(c, t)); /* let go unfinished */
   if (tcp_req_watched(&r->base) && r->parts) tcp_parts_let_go(&r->parts[t->hdr.idx], (int)(t - c->rx));
   atomic_fetch_sub_explicit(&r->readers, 1, memory_order_release);
 }
@@ -638,15 +638,16 @@ static ncclResult_t recv_test(struct tcp_req *base, int *done, size_t *sizes) {
 
 /* ---- lifetime ---------------------------------------------------------------- */
 
-/* Staging buffers on the NIC's NUMA node.  0, or -1 (the comm is closed). */
+/* Staging buffers on the NIC's NUMA node, one block for all the streams
+ * (its trailer then costs one page, not one per stream).  0, or -1 (the
+ * comm is closed). */
 static int alloc_stages(struct tcp_recv_comm *c) {
-  for (int i = 0; i < c->base.nstreams; i++) {
-    c->rx[i].stage = collx_topo_alloc_local(c->base.dev, TCP_STAGE_SIZE);
-    if (!c->rx[i].stage) {
-      COLLX_WARN("out of memory for the receive buffers of a comm with %s", c->base.peer);
-      return -1;
-    }
+  char *block = collx_topo_alloc_local(c->base.dev, (size_t)c->base.nstreams * TCP_STAGE_SIZE);
+  if (!block) {
+    COLLX_WARN("out of memory for the receive buffers of a comm with %s", c->base.peer);
+    return -1;
   }
+  for (int i = 0; i < c->base.nstreams; i++) c->rx[i].stage = block + (size_t)i * TCP_STAGE_SIZE;
   return 0;
 }
 
@@ -661,6 +662,10 @@ static int recv_init(struct tcp_comm_base *b, const struct tcp_comm_sockets *sk)
     c->reqs[i].base.magic = TCP_MAGIC_REQ;
     c->reqs[i].base.comm = b;
   }
+  if (b->failover && !(c->owners = calloc(TCP_MAX_STREAMS, sizeof *c->owners))) {
+    COLLX_WARN("out of memory for the failover state of a comm with %s", b->peer);
+    return -1;
+  }
   return alloc_stages(c);
 }
 
@@ -668,15 +673,17 @@ static void recv_release(struct tcp_comm_base *b) {
   struct tcp_recv_comm *c = recv_comm_of(b);
   COLLX_INFO(COLLX_LOG_NET, "receive connection from %s on device %s closed: %llu receives completed, %llu bytes",
              b->peer, b->devname, (unsigned long long)b->stats.messages, (unsigned long long)b->stats.bytes);
+  collx_topo_free_local(c->rx[0].stage, (size_t)b->nstreams * TCP_STAGE_SIZE);
   for (int i = 0; i < b->nstreams; i++) {
-    collx_topo_free_local(c->rx[i].stage);
     c->rx[i].stage = NULL;
     free(c->rx[i].bounce);
-    free(c->rx[i].parked);
-    c->rx[i].bounce = c->rx[i].parked = NULL;
+    c->rx[i].bounce = NULL;
+    if (c->owners) free(c->owners[i].parked);
   }
   free(c->cts_backlog);
   c->cts_backlog = NULL;
+  free(c->owners);
+  c->owners = NULL;
   for (int i = 0; i < COLLX_MAX_REQUESTS; i++) {
     for (int k = 0; k < COLLX_MAX_RECVS; k++) chunk_track_free(&c->reqs[i].e[k].track);
     free(c->reqs[i].parts);

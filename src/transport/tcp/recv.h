@@ -66,12 +66,15 @@ struct tcp_recv_stream {
    * a time writes a chunk's bytes in place (the copies are alike, but two
    * writers of one buffer would be a data race). */
   char *bounce;
-  /* Under the comm's track_lock: the chunk this stream writes in place
-   * (owns_req NULL: none), and a whole second copy of it that came
-   * meanwhile, installed by whoever next holds this stream's lock. */
-  struct tcp_recv_req *owns_req;
-  int owns_idx;
-  uint64_t owns_off;
+};
+
+/* Failover, per stream, under the comm's track_lock: the chunk the stream
+ * writes in place (req NULL: none), and a whole second copy of it that
+ * came meanwhile, installed by whoever next holds the stream's lock. */
+struct tcp_recv_owner {
+  struct tcp_recv_req *req;
+  int idx;
+  uint64_t offset;
   char *parked;
 };
 
@@ -86,8 +89,9 @@ struct tcp_recv_comm {
   _Atomic uint32_t eager_rx_wait_seq; /* ...which was not posted while recv_seq was this */
   /* whether CTS records go out at once or are held back */
   struct match_hold hold;
-  pthread_mutex_t track_lock; /* the entries' chunk_track, and each stream's owns and parked */
-  atomic_uint parked_mask;    /* streams holding a parked copy (rx[i].parked) */
+  pthread_mutex_t track_lock; /* the entries' chunk_track, and owners */
+  struct tcp_recv_owner *owners; /* failover only: TCP_MAX_STREAMS of them */
+  atomic_uint parked_mask;    /* streams holding a parked copy (owners[i].parked) */
   /* The control channel's reader (its rx_lock): the eager message being
    * read, and where early messages go */
   struct wire_eager eager_rx_hdr;

@@ -42,19 +42,16 @@ static void claim_refused(struct tcp_recv_comm *c, const struct tcp_recv_req *r,
 /* Stream i owns the chunk at (r, idx, offset) from now on.  Caller holds
  * track_lock. */
 static void own(struct tcp_recv_comm *c, int i, struct tcp_recv_req *r, int idx, uint64_t offset) {
-  struct tcp_recv_stream *t = &c->rx[i];
-  t->owns_req = r;
-  t->owns_idx = idx;
-  t->owns_off = offset;
+  c->owners[i] = (struct tcp_recv_owner){.req = r, .idx = idx, .offset = offset};
 }
 
 /* Stream i owns no chunk; the parked copy it held, if any, is returned
  * for the caller to install or free.  Caller holds track_lock. */
 static char *disown(struct tcp_recv_comm *c, int i) {
-  struct tcp_recv_stream *t = &c->rx[i];
-  char *parked = t->parked;
-  t->owns_req = NULL;
-  t->parked = NULL;
+  struct tcp_recv_owner *o = &c->owners[i];
+  char *parked = o->parked;
+  o->req = NULL;
+  o->parked = NULL;
   if (parked) atomic_fetch_and(&c->parked_mask, ~(1u << i));
   return parked;
 }
@@ -63,8 +60,8 @@ static char *disown(struct tcp_recv_comm *c, int i) {
  * Caller holds track_lock. */
 static int owner_of(const struct tcp_recv_comm *c, const struct tcp_recv_req *r, int idx, uint64_t offset) {
   for (int i = 0; i < c->base.nstreams; i++) {
-    const struct tcp_recv_stream *t = &c->rx[i];
-    if (t->owns_req == r && t->owns_idx == idx && t->owns_off == offset) return i;
+    const struct tcp_recv_owner *o = &c->owners[i];
+    if (o->req == r && o->idx == idx && o->offset == offset) return i;
   }
   return -1;
 }
@@ -111,8 +108,8 @@ enum tcp_copy_fate tcp_entry_second_copy(struct tcp_recv_comm *c, struct tcp_rec
     /* Its owner let go of it unfinished: this copy is the one. */
     chunk_track_finish(t, offset, len, total);
     fate = TCP_COPY_INSTALL;
-  } else if (!c->rx[owner].parked) {
-    c->rx[owner].parked = copy;
+  } else if (!c->owners[owner].parked) {
+    c->owners[owner].parked = copy;
     atomic_fetch_or(&c->parked_mask, 1u << owner);
     fate = TCP_COPY_PARKED;
   }
@@ -129,12 +126,12 @@ int tcp_entry_chunk_finished(struct tcp_recv_comm *c, struct tcp_recv_req *r, in
 }
 
 char *tcp_entry_take_parked(struct tcp_recv_comm *c, int stream) {
-  struct tcp_recv_stream *t = &c->rx[stream];
+  const struct wire_chunk *h = &c->rx[stream].hdr;
+  struct tcp_recv_owner *o = &c->owners[stream];
   pthread_mutex_lock(&c->track_lock);
   char *parked = NULL;
-  if (t->parked) {
-    struct tcp_recv_req *r = t->owns_req;
-    chunk_track_finish(&r->e[t->owns_idx].track, t->hdr.offset, t->hdr.len, t->hdr.total);
+  if (o->parked) {
+    chunk_track_finish(&o->req->e[o->idx].track, o->offset, h->len, h->total);
     parked = disown(c, stream);
   }
   pthread_mutex_unlock(&c->track_lock);
