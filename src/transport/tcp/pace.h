@@ -38,9 +38,11 @@
 _Static_assert(PACE_STUCK_MS > 200, "stuck means more than one retransmission timeout");
 
 struct pace_rate {
-  double bps;       /* bytes per second, 0 until the first sample */
+  double bps;       /* bytes per second of busy time, 0 until the first sample */
+  double wall_bps;  /* bytes per second of wall time over the same samples */
   int samples;
   uint64_t acked, busy_us;  /* the socket's counters at the last sample... */
+  double at;                /* ...and when it was taken (seconds)... */
   int seen;                 /* ...once there was a first look */
 };
 
@@ -48,15 +50,24 @@ struct pace_rate {
  * less says little (a burst into the link's queue). */
 #define PACE_SAMPLE_MIN_US 20000
 
-/* A look at a socket's counters (sock_drained): bytes acknowledged and
- * time with bytes to send, both since it opened.  The first look only
- * takes them; once the socket was busy
+/* A look at a socket's counters (sock_drained), taken at `now` (seconds):
+ * bytes acknowledged and time with bytes to send, both since it opened.
+ * The first look only takes them; once the socket was busy
  * PACE_SAMPLE_MIN_US since the last sample, their ratio moves the
- * estimate a quarter of the way (the first sets it).  1 when it did. */
-int pace_rate_add(struct pace_rate *r, uint64_t acked, uint64_t busy_us);
+ * estimate a quarter of the way (the first sets it), and the bytes over
+ * the wall time since the last sample move wall_bps likewise.  1 when it
+ * did. */
+int pace_rate_add(struct pace_rate *r, uint64_t acked, uint64_t busy_us, double now);
 /* Whether a stream draining `bps` is slow beside the fastest, `fastest`
  * (0 or unknown: never). */
 int pace_slow(double bps, double fastest);
+/* Whether a slow stream is worth a WARN as a degraded member: it also
+ * delivers far less per unit of wall time than the sibling that delivers
+ * most (`most_wall_bps`).  The kernel counts busy time in jiffies, so a
+ * member used only in short spells (a chunk now and then) reads many
+ * times faster per busy second than it is, and its equal sibling, busy
+ * all along, would look slow beside it; by wall time they deliver alike. */
+int pace_degraded(const struct pace_rate *r, double fastest, double most_wall_bps);
 /* Whether a slow stream holding `queued` bytes in its socket may take a
  * new chunk: what it holds drains within PACE_BUDGET_S. */
 int pace_may_take(uint64_t queued, double bps);

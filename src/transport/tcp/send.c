@@ -401,15 +401,16 @@ static void paths_of_ctrl_gone(struct tcp_send_comm *c, double now) {
 /* ---- a merged device: how fast each stream drains --------------------------- */
 
 /* A look at how much stream i drained since the last. */
-static void stream_rate_sample(struct tcp_send_comm *c, int i) {
+static void stream_rate_sample(struct tcp_send_comm *c, int i, double now) {
   struct tcp_send_stream *t = &c->tx[i];
   uint64_t acked = 0, busy_us = 0;
   if (sock_drained(c->base.streams[i].fd, &acked, &busy_us) != 0) return;
-  if (pace_rate_add(&t->rate, acked, busy_us)) atomic_store(&t->drain_bps, (uint64_t)t->rate.bps);
+  if (pace_rate_add(&t->rate, acked, busy_us, now)) atomic_store(&t->drain_bps, (uint64_t)t->rate.bps);
 }
 
 /* A member much slower than its siblings is named once: its rate against
- * the fastest's. */
+ * the fastest's (by busy time, what pacing goes by; pace_degraded says why
+ * the WARN asks more). */
 static void slow_warn(struct tcp_send_comm *c, int i, double fastest) {
   int p = i % c->base.npaths;
   if (c->slow_warned >> p & 1) return;
@@ -423,20 +424,22 @@ static void slow_warn(struct tcp_send_comm *c, int i, double fastest) {
 }
 
 /* The watchdog's look at how fast each stream drains: which are slow
- * beside the fastest (pace.h). */
-static void streams_pace(struct tcp_send_comm *c) {
-  double fastest = 0;
+ * beside the fastest (pace.h), and which of those to name as degraded. */
+static void streams_pace(struct tcp_send_comm *c, double now) {
+  double fastest = 0, most_wall = 0;
   for (int i = 0; i < c->base.nstreams; i++) {
     if (tcp_stream_lost(&c->base, i)) continue;
-    stream_rate_sample(c, i);
+    stream_rate_sample(c, i, now);
     const struct pace_rate *r = &c->tx[i].rate;
-    if (r->samples >= PACE_MIN_SAMPLES && r->bps > fastest) fastest = r->bps;
+    if (r->samples < PACE_MIN_SAMPLES) continue;
+    if (r->bps > fastest) fastest = r->bps;
+    if (r->wall_bps > most_wall) most_wall = r->wall_bps;
   }
   for (int i = 0; i < c->base.nstreams; i++) {
     const struct pace_rate *r = &c->tx[i].rate;
     int slow = !tcp_stream_lost(&c->base, i) && r->samples >= PACE_MIN_SAMPLES && pace_slow(r->bps, fastest);
     atomic_store(&c->tx[i].slow, slow);
-    if (slow) slow_warn(c, i, fastest);
+    if (slow && pace_degraded(r, fastest, most_wall)) slow_warn(c, i, fastest);
   }
 }
 
@@ -686,7 +689,7 @@ static void send_watch(struct tcp_comm_base *b, double now) {
   tcp_ctrl_heartbeat(&b->ctrl, now);
   if (c->base.failover && tcp_caller_progress() && atomic_load(&c->base.lost)) pump_streams(c, 0);
   stream_heartbeat(c, now);
-  if (c->merged) streams_pace(c);
+  if (c->merged) streams_pace(c, now);
   if (c->base.failover) {
     streams_check(c, now);
     paths_of_ctrl_gone(c, now);
