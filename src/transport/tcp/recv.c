@@ -40,7 +40,7 @@ static int stream_index(const struct tcp_recv_comm *c, const struct tcp_recv_str
 static void rx_hold(struct tcp_recv_comm *c, struct tcp_recv_stream *t, struct tcp_recv_req *r) {
   atomic_fetch_add_explicit(&r->readers, 1, memory_order_relaxed);
   t->req = r;
-  if (tcp_req_watched(&r->base) && r->parts) tcp_parts_take(&r->parts[t->hdr.idx], (int)(t - c->rx));
+  if (tcp_req_watched(&r->base) && r->parts) tcp_parts_take(&r->parts[t->hdr.idx], stream_index(c, t));
 }
 
 static void rx_let_go(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
@@ -48,8 +48,9 @@ static void rx_let_go(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
   t->req = NULL;
   free(t->bounce);
   t->bounce = NULL;
-  if (c->owners && c->owners[stream_index(c, t)].req) tcp_entry_disown(c, stream_index(c, t)); /* let go unfinished */
-  if (tcp_req_watched(&r->base) && r->parts) tcp_parts_let_go(&r->parts[t->hdr.idx], (int)(t - c->rx));
+  int i = stream_index(c, t);
+  if (c->owners && c->owners[i].req) tcp_entry_disown(c, i); /* let go unfinished */
+  if (tcp_req_watched(&r->base) && r->parts) tcp_parts_let_go(&r->parts[t->hdr.idx], stream_index(c, t));
   atomic_fetch_sub_explicit(&r->readers, 1, memory_order_release);
 }
 
@@ -59,16 +60,25 @@ static char *rx_dest(struct tcp_recv_stream *t) {
   return (t->bounce ? t->bounce : t->req->e[t->hdr.idx].buf + t->hdr.offset) + t->done;
 }
 
-/* A whole copy of the current chunk goes in place and counts; the rest of
- * the stream's own copy is read and dropped.  Caller holds the stream's
- * lock, so that nobody else writes the chunk meanwhile. */
-static void install_copy(struct tcp_recv_comm *c, struct tcp_recv_stream *t, char *copy) {
+/* A whole copy of the stream's current chunk goes in place, and counts. */
+static void copy_in_place(struct tcp_recv_comm *c, struct tcp_recv_stream *t, char *copy) {
   struct wire_chunk *h = &t->hdr;
   memcpy(t->req->e[h->idx].buf + h->offset, copy, h->len);
   free(copy);
   tcp_recv_account(c, t->req, h->idx, h->len);
-  t->skip = h->len - t->done;
+}
+
+/* The stream owns its current chunk and a whole second copy of it is
+ * parked: the copy goes in, and the rest of the stream's own copy is read
+ * and dropped.  Caller holds the stream's lock, so that nobody else writes
+ * the chunk meanwhile.  1 when so. */
+static int install_parked_copy(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
+  char *copy = t->req && !t->bounce ? tcp_entry_take_parked(c, stream_index(c, t)) : NULL;
+  if (!copy) return 0;
+  copy_in_place(c, t, copy);
+  t->skip = t->hdr.len - t->done;
   rx_let_go(c, t);
+  return 1;
 }
 
 /* A second copy came whole: dropped, installed, or parked for the stream
@@ -78,11 +88,7 @@ static void second_copy_finish(struct tcp_recv_comm *c, struct tcp_recv_stream *
   char *copy = t->bounce;
   t->bounce = NULL;
   switch (tcp_entry_second_copy(c, t->req, h->idx, h->offset, h->len, h->total, copy)) {
-  case TCP_COPY_INSTALL:
-    memcpy(t->req->e[h->idx].buf + h->offset, copy, h->len);
-    tcp_recv_account(c, t->req, h->idx, h->len);
-    free(copy);
-    break;
+  case TCP_COPY_INSTALL: copy_in_place(c, t, copy); break;
   case TCP_COPY_DROP: free(copy); break;
   case TCP_COPY_PARKED: break;
   }
@@ -108,11 +114,7 @@ static void chunk_finish(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
 static int chunk_overtaken(struct tcp_recv_comm *c, struct tcp_recv_stream *t) {
   struct wire_chunk *h = &t->hdr;
   if (!t->req || !atomic_load_explicit(&t->req->contested, memory_order_relaxed)) return 0;
-  char *copy = t->bounce ? NULL : tcp_entry_take_parked(c, stream_index(c, t));
-  if (copy) {
-    install_copy(c, t, copy);
-    return 1;
-  }
+  if (install_parked_copy(c, t)) return 1;
   if (!tcp_entry_chunk_finished(c, t->req, h->idx, h->offset, h->len, h->total)) return 0;
   t->skip = h->len - t->done;
   rx_let_go(c, t);
@@ -349,10 +351,7 @@ static void recv_stream_reset(struct tcp_stream *s) {
  * of, which the sender writes again elsewhere.  Caller holds s->lock. */
 static void stream_give_up(struct tcp_recv_comm *c, struct tcp_stream *s) {
   struct tcp_recv_stream *t = &c->rx[s->index];
-  char *copy = t->req && !t->bounce ? tcp_entry_take_parked(c, s->index) : NULL;
-  if (copy)
-    install_copy(c, t, copy);
-  else if (t->req && !t->bounce)
+  if (!install_parked_copy(c, t) && t->req && !t->bounce)
     tcp_entry_unclaim(c, t->req, t->hdr.idx, t->hdr.offset, t->hdr.len, t->hdr.total, s->index);
   recv_stream_reset(s);
 }
@@ -368,9 +367,7 @@ static void install_parked(struct tcp_recv_comm *c) {
     if (!(mask >> i & 1)) continue;
     struct tcp_stream *s = &c->base.streams[i];
     if (pthread_mutex_trylock(&s->lock) != 0) continue;
-    struct tcp_recv_stream *t = &c->rx[i];
-    char *copy = t->req && !t->bounce ? tcp_entry_take_parked(c, i) : NULL;
-    if (copy) install_copy(c, t, copy);
+    install_parked_copy(c, &c->rx[i]);
     pthread_mutex_unlock(&s->lock);
   }
 }
