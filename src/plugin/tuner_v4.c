@@ -35,7 +35,7 @@ static void log_policy(const struct tuner_ctx *c) {
   else
     COLLX_INFO(COLLX_LOG_INIT | COLLX_LOG_TUNING,
                "tuner: %zu ranks on %zu nodes, all-reduce up to %zu bytes uses Tree, with Simple "
-               "above %zu bytes; all-gather and reduce-scatter from %zu bytes a rank use Ring (0: NCCL's choice)",
+               "above %zu bytes; all-gather and reduce-scatter from %zu bytes a rank use Ring with Simple (0: NCCL's choice)",
                c->nranks, c->nnodes, c->settings.tree_max, c->settings.ll_max, c->settings.ring_min);
 }
 

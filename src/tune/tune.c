@@ -44,17 +44,17 @@ static int ignore_all_but_tree(float *table, int nalgo, int nproto) {
   return changed;
 }
 
-/* Above ll_max, leave Tree only Simple: NCCL rates LL cheapest up to about
- * 256 KiB, but LL doubles the bytes and has the GPU write them to host
- * memory in 8-byte stores, and at 4 ranks Tree+LL at 128 KiB took 340-348
- * us where Tree+Simple took 268-325 (bench/NOTES.md 39).  Returns whether
- * an entry changed; nothing changes when Simple is not NCCL's to pick. */
-static int ignore_tree_ll(float *table, int nproto) {
-  if (nproto <= NCCL_PROTO_SIMPLE || table[NCCL_ALGO_TREE * nproto + NCCL_PROTO_SIMPLE] < 0.0f)
-    return 0;
+static int simple_usable(const float *table, int a, int nproto) {
+  return nproto > NCCL_PROTO_SIMPLE && table[a * nproto + NCCL_PROTO_SIMPLE] >= 0.0f;
+}
+
+/* Leave algorithm a only its Simple entry.  Returns whether an entry
+ * changed; nothing changes when Simple is not NCCL's to pick. */
+static int keep_only_simple(float *table, int a, int nproto) {
+  if (!simple_usable(table, a, nproto)) return 0;
   int changed = 0;
   for (int p = 0; p < nproto; p++)
-    if (p != NCCL_PROTO_SIMPLE) changed |= ignore_entry(&table[NCCL_ALGO_TREE * nproto + p]);
+    if (p != NCCL_PROTO_SIMPLE) changed |= ignore_entry(&table[a * nproto + p]);
   return changed;
 }
 
@@ -66,23 +66,30 @@ static int allreduce_on_tree(const struct collx_tune_settings *s, size_t nbytes,
    * communicator), removing the rest would leave it nothing to pick. */
   if (!algo_usable(table, NCCL_ALGO_TREE, nproto)) return 0;
   int changed = ignore_all_but_tree(table, nalgo, nproto);
-  if (nbytes > s->ll_max) changed |= ignore_tree_ll(table, nproto);
+  /* Above ll_max, Tree with Simple: NCCL rates LL cheapest up to about 256
+   * KiB, but LL doubles the bytes and has the GPU write them to host memory
+   * in 8-byte stores, and at 4 ranks Tree+LL at 128 KiB took 340-348 us
+   * where Tree+Simple took 268-325 (bench/NOTES.md 39). */
+  if (nbytes > s->ll_max) changed |= keep_only_simple(table, NCCL_ALGO_TREE, nproto);
   return changed;
 }
 
 /* An all-gather or reduce-scatter whose share per rank is ring_min or more
- * keeps off PAT.  NCCL's model, fed collx's speed, keeps PAT up to a 4 MiB
- * all-gather at 2 ranks (2 MiB a rank), where Ring moved 5.0-6.5 GB/s of
- * bus bandwidth against PAT's 1.5-2.9; with smaller shares PAT was as fast
- * or faster, and from 2 MiB a rank up NCCL picks Ring at 4 ranks itself
- * (bench/NOTES.md 43). */
+ * runs Ring with Simple.  NCCL's model, fed collx's speed, keeps PAT up to
+ * 1 MiB a rank at 4 ranks and 2 MiB at 2, where PAT's messages of at most
+ * 64 KiB held collx to 1.4-1.9 GB/s of bus bandwidth; Ring with Simple
+ * moved 1.5-2x that from 512 KiB a rank on, and was slower below
+ * (bench/NOTES.md 59).  Simple matters as much as Ring: with PAT out of
+ * the table NCCL picks Ring with LL up to 1 MiB a rank, and that was
+ * slower than PAT (0.6-0.9 GB/s). */
 static int gather_on_ring(const struct collx_tune_settings *s, size_t nranks, size_t nbytes, float *table,
                           int nalgo, int nproto) {
   if (s->ring_min == 0 || nranks == 0 || nbytes / nranks < s->ring_min) return 0;
-  if (nalgo <= NCCL_ALGO_PAT || !algo_usable(table, NCCL_ALGO_RING, nproto)) return 0;
+  /* Without Ring+Simple to pick (NCCL_ALGO, NCCL_PROTO), PAT stays. */
+  if (nalgo <= NCCL_ALGO_PAT || !simple_usable(table, NCCL_ALGO_RING, nproto)) return 0;
   int changed = 0;
   for (int p = 0; p < nproto; p++) changed |= ignore_entry(&table[NCCL_ALGO_PAT * nproto + p]);
-  return changed;
+  return changed | keep_only_simple(table, NCCL_ALGO_RING, nproto);
 }
 
 int collx_tune(const struct collx_tune_settings *s, size_t nranks, size_t nnodes, int coll, size_t nbytes,

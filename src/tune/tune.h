@@ -23,7 +23,7 @@ struct collx_tune_settings {
   size_t tree_max;  /* COLLX_TUNER_TREE_MAX: largest all-reduce sent to Tree */
   size_t ll_max;    /* COLLX_TUNER_LL_MAX: largest one of those left LL/LL128 */
   size_t ring_min;  /* COLLX_TUNER_RING_MIN: smallest share a rank of an all-gather or
-                       reduce-scatter kept off PAT */
+                       reduce-scatter run on Ring with Simple */
 };
 
 /* NULL when the policy acts on a communicator of `nranks` ranks over
@@ -40,7 +40,8 @@ const char *collx_tune_inactive_reason(const struct collx_tune_settings *s, size
  *    NCCL picks Tree with the protocol it rates best; above ll_max bytes
  *    Tree's LL and LL128 entries are ignored too, when Simple is there;
  *  - an all-gather or reduce-scatter of at least ring_min bytes a rank,
- *    where Ring has an entry NCCL may pick: PAT's entries are ignored.
+ *    where Ring has an entry NCCL may pick: PAT's entries are ignored, and
+ *    Ring's LL and LL128 entries too, when Simple is there.
  * Returns 1 when the table was changed, 0 when it was left as it was. */
 int collx_tune(const struct collx_tune_settings *s, size_t nranks, size_t nnodes, int coll, size_t nbytes,
                float *table, int nalgo, int nproto);

@@ -193,12 +193,16 @@ static void test_simple_above_ll_max(void) {
   check_unchanged("8 MiB with ll_max 64 KiB", &simple, 4, 4, ncclFuncAllReduce, 8 * MiB);
 }
 
-/* All-gather and reduce-scatter: PAT's row ignored from ring_min bytes a
- * rank on, every other entry as it was. */
+/* All-gather and reduce-scatter: from ring_min bytes a rank on, PAT's row
+ * ignored and Ring left only Simple, every other entry as it was. */
 static const struct collx_tune_settings gather = {.enabled = 1, .tree_max = 4 * MiB, .ll_max = 64 << 10,
-                                                  .ring_min = 2 * MiB};
+                                                  .ring_min = 512 << 10};
 
-static void check_only_pat_ignored(const char *what, size_t nranks, int coll, size_t nbytes) {
+static int ignored_for_gather(int a, int p) {
+  return a == NCCL_ALGO_PAT || (a == NCCL_ALGO_RING && p != NCCL_PROTO_SIMPLE);
+}
+
+static void check_ring_simple(const char *what, size_t nranks, int coll, size_t nbytes) {
   float t[NALGO * NPROTO], orig[NALGO * NPROTO];
   fill(t);
   memcpy(orig, t, sizeof t);
@@ -206,18 +210,19 @@ static void check_only_pat_ignored(const char *what, size_t nranks, int coll, si
   CHECK(changed == 1, "%s: reported %d, want 1", what, changed);
   for (int a = 0; a < NALGO; a++)
     for (int p = 0; p < NPROTO; p++) {
-      float want = a == NCCL_ALGO_PAT ? NCCL_ALGO_PROTO_IGNORE : orig[a * NPROTO + p];
+      float want = ignored_for_gather(a, p) ? NCCL_ALGO_PROTO_IGNORE : orig[a * NPROTO + p];
       CHECK(t[a * NPROTO + p] == want, "%s: algo %d proto %d is %g, want %g", what, a, p,
             (double)t[a * NPROTO + p], (double)want);
     }
 }
 
 static void test_gather_on_ring(void) {
-  check_only_pat_ignored("AllGather 4 MiB, 2 ranks (2 MiB a rank)", 2, ncclFuncAllGather, 4 * MiB);
-  check_only_pat_ignored("ReduceScatter 4 MiB, 2 ranks", 2, ncclFuncReduceScatter, 4 * MiB);
-  check_only_pat_ignored("AllGather 16 MiB, 4 ranks", 4, ncclFuncAllGather, 16 * MiB);
-  check_unchanged("AllGather 4 MiB - 1, 2 ranks", &gather, 2, 2, ncclFuncAllGather, 4 * MiB - 1);
-  check_unchanged("AllGather 4 MiB, 4 ranks (1 MiB a rank)", &gather, 4, 4, ncclFuncAllGather, 4 * MiB);
+  check_ring_simple("AllGather 1 MiB, 2 ranks (512 KiB a rank)", 2, ncclFuncAllGather, MiB);
+  check_ring_simple("ReduceScatter 1 MiB, 2 ranks", 2, ncclFuncReduceScatter, MiB);
+  check_ring_simple("AllGather 2 MiB, 4 ranks", 4, ncclFuncAllGather, 2 * MiB);
+  check_ring_simple("AllGather 64 MiB, 4 ranks", 4, ncclFuncAllGather, 64 * MiB);
+  check_unchanged("AllGather 1 MiB - 1, 2 ranks", &gather, 2, 2, ncclFuncAllGather, MiB - 1);
+  check_unchanged("AllGather 1 MiB, 4 ranks (256 KiB a rank)", &gather, 4, 4, ncclFuncAllGather, MiB);
   check_unchanged("Broadcast 8 MiB, 2 ranks", &gather, 2, 2, ncclFuncBroadcast, 8 * MiB);
   check_unchanged("AllGather 8 MiB, 8 ranks on 2 nodes", &gather, 8, 2, ncclFuncAllGather, 32 * MiB);
   check_unchanged("AllGather with COLLX_TUNER_RING_MIN=0", &on, 2, 2, ncclFuncAllGather, 64 * MiB);
@@ -229,6 +234,22 @@ static void test_gather_on_ring(void) {
   memcpy(orig, t, sizeof t);
   int changed = collx_tune(&gather, 2, 2, ncclFuncAllGather, 8 * MiB, t, NALGO, NPROTO);
   CHECK(changed == 0 && same(t, orig, NALGO * NPROTO), "no Ring to pick: PAT was ignored (reported %d)", changed);
+
+  /* NCCL_PROTO=LL (Ring without Simple): Ring with LL is no better than
+   * PAT, so the table stays as NCCL made it. */
+  fill(t);
+  t[NCCL_ALGO_RING * NPROTO + NCCL_PROTO_SIMPLE] = NCCL_ALGO_PROTO_IGNORE;
+  memcpy(orig, t, sizeof t);
+  changed = collx_tune(&gather, 2, 2, ncclFuncAllGather, 8 * MiB, t, NALGO, NPROTO);
+  CHECK(changed == 0 && same(t, orig, NALGO * NPROTO), "Ring without Simple: table changed (reported %d)", changed);
+
+  /* Already PAT-free and Ring+Simple only: nothing to report. */
+  fill(t);
+  for (int a = 0; a < NALGO; a++)
+    for (int p = 0; p < NPROTO; p++)
+      if (ignored_for_gather(a, p)) t[a * NPROTO + p] = NCCL_ALGO_PROTO_IGNORE;
+  changed = collx_tune(&gather, 4, 4, ncclFuncReduceScatter, 8 * MiB, t, NALGO, NPROTO);
+  CHECK(changed == 0, "table already Ring+Simple without PAT: reported %d, want 0", changed);
 
   /* A table without a PAT row (an older NCCL): untouched, nothing read past it. */
   fill(t);
