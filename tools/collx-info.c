@@ -26,6 +26,7 @@
 #include "core/core.h"
 #include "core/device.h"
 #include "topo/topo.h"
+#include "tune/tune.h"
 #include "util/params.h"
 #include "stats_view.h"
 
@@ -223,18 +224,36 @@ static int topology_nics(const struct options *o, const struct collx_topo *t,
 }
 
 /* The matrix after the plan (text), or both in one JSON object. */
+/* The tuner's policy as the plugin reads it from the environment; NCCL
+ * applies it only where every node of a communicator has one rank. */
+static void print_tuner(const struct options *o) {
+  struct collx_tune_settings s;
+  collx_tune_read_settings(&s);
+  if (o->json) {
+    printf("{\"enabled\": %s, \"tree_max\": %zu, \"ll_max\": %zu, \"ring_min\": %zu}",
+           s.enabled ? "true" : "false", s.tree_max, s.ll_max, s.ring_min);
+    return;
+  }
+  char policy[256];
+  collx_tune_describe(&s, policy, sizeof policy);
+  printf("\ntuner     %s%s\n", s.enabled ? "one rank per node: " : "", policy);
+}
+
 static void print_plan_and_matrix(const struct options *o, const struct collx_plan *p,
                                   const struct collx_gpu_matrix *m) {
   if (!o->json) {
     collx_plan_print_text(stdout, p);
     printf("\nGPU x NIC\n");
     collx_gpu_matrix_print_text(stdout, m);
+    print_tuner(o);
     return;
   }
   printf("{\"plan\": ");
   collx_plan_print_json(stdout, p);
   printf(", \"gpu_nic\": ");
   collx_gpu_matrix_print_json(stdout, m);
+  printf(", \"tuner\": ");
+  print_tuner(o);
   printf("}\n");
 }
 

@@ -11,32 +11,22 @@
 #include "plugin/tuner_common.h"
 #include "tune/tune.h"
 #include "util/log.h"
-#include "util/params.h"
 
 struct tuner_ctx {
   size_t nranks, nnodes;
   struct collx_tune_settings settings;
 };
 
-/* COLLX_TUNER (0 or 1), COLLX_TUNER_TREE_MAX and COLLX_TUNER_LL_MAX,
- * bounded by params.def. */
-static void read_settings(struct collx_tune_settings *s) {
-  s->enabled = collx_param_int(COLLX_P_TUNER) == 1;
-  s->tree_max = (size_t)collx_param_int(COLLX_P_TUNER_TREE_MAX);
-  s->ll_max = (size_t)collx_param_int(COLLX_P_TUNER_LL_MAX);
-  s->ring_min = (size_t)collx_param_int(COLLX_P_TUNER_RING_MIN);
-}
-
 static void log_policy(const struct tuner_ctx *c) {
   const char *why = collx_tune_inactive_reason(&c->settings, c->nranks, c->nnodes);
+  char policy[256];
+  collx_tune_describe(&c->settings, policy, sizeof policy);
   if (why)
     COLLX_INFO(COLLX_LOG_INIT | COLLX_LOG_TUNING, "tuner: %zu ranks on %zu nodes, NCCL tunes alone (%s)",
                c->nranks, c->nnodes, why);
   else
-    COLLX_INFO(COLLX_LOG_INIT | COLLX_LOG_TUNING,
-               "tuner: %zu ranks on %zu nodes, all-reduce up to %zu bytes uses Tree, with Simple "
-               "above %zu bytes; all-gather and reduce-scatter from %zu bytes a rank use Ring with Simple (0: NCCL's choice)",
-               c->nranks, c->nnodes, c->settings.tree_max, c->settings.ll_max, c->settings.ring_min);
+    COLLX_INFO(COLLX_LOG_INIT | COLLX_LOG_TUNING, "tuner: %zu ranks on %zu nodes, %s", c->nranks, c->nnodes,
+               policy);
 }
 
 /* A failing init would fail the whole communicator, so a context that
@@ -52,7 +42,7 @@ ncclResult_t tuner_ctx_init(size_t nranks, size_t nnodes, ncclDebugLogger_t logg
   }
   c->nranks = nranks;
   c->nnodes = nnodes;
-  read_settings(&c->settings);
+  collx_tune_read_settings(&c->settings);
   log_policy(c);
   return ncclSuccess;
 }

@@ -5,7 +5,33 @@
  */
 #include "tune/tune.h"
 
+#include <stdio.h>
+
 #include "collx/tuner_abi.h"
+#include "util/params.h"
+
+void collx_tune_read_settings(struct collx_tune_settings *s) {
+  s->enabled = collx_param_int(COLLX_P_TUNER) == 1;
+  s->tree_max = (size_t)collx_param_int(COLLX_P_TUNER_TREE_MAX);
+  s->ll_max = (size_t)collx_param_int(COLLX_P_TUNER_LL_MAX);
+  s->ring_min = (size_t)collx_param_int(COLLX_P_TUNER_RING_MIN);
+}
+
+void collx_tune_describe(const struct collx_tune_settings *s, char *buf, size_t len) {
+  if (!len) return;
+  if (!s || !s->enabled) {
+    snprintf(buf, len, "NCCL tunes alone (COLLX_TUNER=0)");
+    return;
+  }
+  char tree[96] = "all-reduce keeps NCCL's choice", ring[112] = "all-gather and reduce-scatter keep NCCL's choice";
+  if (s->tree_max)
+    snprintf(tree, sizeof tree, "all-reduce up to %zu bytes uses Tree, with Simple above %zu bytes", s->tree_max,
+             s->ll_max);
+  if (s->ring_min)
+    snprintf(ring, sizeof ring, "all-gather and reduce-scatter from %zu bytes a rank use Ring with Simple",
+             s->ring_min);
+  snprintf(buf, len, "%s; %s", tree, ring);
+}
 
 const char *collx_tune_inactive_reason(const struct collx_tune_settings *s, size_t nranks,
                                        size_t nnodes) {

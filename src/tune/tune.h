@@ -2,7 +2,7 @@
  * collx's algorithm choice for NCCL, as a pure function of the
  * communicator's shape, the collective and NCCL's cost table.  The tuner
  * shim (src/plugin/tuner_v4.c) reads the settings and calls it; the unit
- * tests call it directly.
+ * tests call it directly; collx-info --plan prints the policy.
  *
  * Why: under NCCL 2.28.3 with one rank per node over collx, NCCL picks
  * Ring with its LL protocol for all-reduce up to 4 MiB, and Tree (NCCL still
@@ -10,8 +10,8 @@
  * to 4 MiB at 2 and 4 ranks; from 8 MiB up NCCL's own choice was as good or
  * better (bench/NOTES.md, attempt 15).  Within Tree, NCCL then picks LL up
  * to about 256 KiB, which cost the 128 KiB all-reduce at 4 ranks (39).
- * For all-gather and reduce-scatter NCCL keeps PAT up to 2 MiB a rank at
- * 2 ranks, where Ring was 2.6-3.4x faster (43).
+ * For all-gather and reduce-scatter NCCL keeps PAT up to 1-2 MiB a rank,
+ * where Ring with Simple was 1.5-2x faster from 512 KiB a rank on (43, 59).
  */
 #ifndef COLLX_TUNE_TUNE_H
 #define COLLX_TUNE_TUNE_H
@@ -25,6 +25,15 @@ struct collx_tune_settings {
   size_t ring_min;  /* COLLX_TUNER_RING_MIN: smallest share a rank of an all-gather or
                        reduce-scatter run on Ring with Simple */
 };
+
+/* The settings as COLLX_TUNER, COLLX_TUNER_TREE_MAX, COLLX_TUNER_LL_MAX and
+ * COLLX_TUNER_RING_MIN give them (bounded by params.def). */
+void collx_tune_read_settings(struct collx_tune_settings *s);
+
+/* The policy in one line for the log and collx-info ("all-reduce up to ...
+ * uses Tree ...; all-gather and reduce-scatter from ... use Ring with
+ * Simple"), or why it changes nothing; truncated to fit `len`. */
+void collx_tune_describe(const struct collx_tune_settings *s, char *buf, size_t len);
 
 /* NULL when the policy acts on a communicator of `nranks` ranks over
  * `nnodes` nodes, else why it does not (for the log). */

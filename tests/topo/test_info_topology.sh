@@ -64,6 +64,21 @@ assert d["plan"]["this_system"] and [x["name"] for x in d["plan"]["devices"]] ==
 ' "$json"
 fi
 
+# The tuner's policy, as the plugin reads it from the same settings.
+out=$(COLLX_IFNAME==lo COLLX_TUNER_RING_MIN=1048576 "$info" --plan)
+check "--plan prints the tuner's policy with COLLX_TUNER_RING_MIN" \
+  sh -c 'printf "%s\n" "$1" | grep -q "^tuner     one rank per node: .*from 1048576 bytes a rank use Ring with Simple"' sh "$out"
+out=$(COLLX_IFNAME==lo COLLX_TUNER=0 "$info" --plan)
+check "--plan says when the tuner is off" sh -c 'printf "%s\n" "$1" | grep -q "^tuner     NCCL tunes alone"' sh "$out"
+if command -v python3 >/dev/null 2>&1; then
+  json=$(COLLX_IFNAME==lo COLLX_TUNER_RING_MIN=1048576 "$info" --plan --json)
+  check "--plan --json carries the tuner's settings" python3 -c '
+import json, sys
+t = json.loads(sys.argv[1])["tuner"]
+assert t["enabled"] is True and t["ring_min"] == 1048576 and t["tree_max"] > 0
+' "$json"
+fi
+
 # One stream-count policy: what collx-info --plan prints is what the plugin
 # logs and what a connection opens.  With the 24-CPU topology standing in
 # for this machine (lo is not in it: all 24 CPUs are candidates), 2 ranks on

@@ -266,7 +266,28 @@ static void test_gather_on_ring(void) {
   check_unchanged("COLLX_TUNER_TREE_MAX=0: all-reduce 0 B", &ring_only, 2, 2, ncclFuncAllReduce, 0);
 }
 
+/* The one-line description the log and collx-info print. */
+static void test_describe(void) {
+  char buf[256];
+  collx_tune_describe(&gather, buf, sizeof buf);
+  CHECK(strcmp(buf, "all-reduce up to 4194304 bytes uses Tree, with Simple above 65536 bytes; all-gather and "
+                    "reduce-scatter from 524288 bytes a rank use Ring with Simple") == 0,
+        "shipped shape described as \"%s\"", buf);
+  collx_tune_describe(&off, buf, sizeof buf);
+  CHECK(strstr(buf, "COLLX_TUNER=0") != NULL, "off described as \"%s\"", buf);
+  struct collx_tune_settings no_ring = gather;
+  no_ring.ring_min = 0;
+  collx_tune_describe(&no_ring, buf, sizeof buf);
+  CHECK(strstr(buf, "all-gather and reduce-scatter keep NCCL's choice") != NULL, "RING_MIN=0 described as \"%s\"",
+        buf);
+  char small[8];
+  memset(small, 'x', sizeof small);
+  collx_tune_describe(&gather, small, 6);
+  CHECK(strlen(small) == 5 && small[6] == 'x', "a short buffer overrun or not terminated");
+}
+
 int main(void) {
+  test_describe();
   test_policy();
   test_gather_on_ring();
   test_simple_above_ll_max();
