@@ -223,7 +223,6 @@ static int topology_nics(const struct options *o, const struct collx_topo *t,
   return n;
 }
 
-/* The matrix after the plan (text), or both in one JSON object. */
 /* The tuner's policy as the plugin reads it from the environment; NCCL
  * applies it only where every node of a communicator has one rank. */
 static void print_tuner(const struct options *o) {
@@ -239,6 +238,8 @@ static void print_tuner(const struct options *o) {
   printf("\ntuner     %s%s\n", s.enabled ? "one rank per node: " : "", policy);
 }
 
+/* The matrix and the tuner after the plan (text), or all three in one JSON
+ * object. */
 static void print_plan_and_matrix(const struct options *o, const struct collx_plan *p,
                                   const struct collx_gpu_matrix *m) {
   if (!o->json) {

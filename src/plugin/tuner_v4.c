@@ -19,14 +19,14 @@ struct tuner_ctx {
 
 static void log_policy(const struct tuner_ctx *c) {
   const char *why = collx_tune_inactive_reason(&c->settings, c->nranks, c->nnodes);
-  char policy[256];
-  collx_tune_describe(&c->settings, policy, sizeof policy);
-  if (why)
+  if (why) {
     COLLX_INFO(COLLX_LOG_INIT | COLLX_LOG_TUNING, "tuner: %zu ranks on %zu nodes, NCCL tunes alone (%s)",
                c->nranks, c->nnodes, why);
-  else
-    COLLX_INFO(COLLX_LOG_INIT | COLLX_LOG_TUNING, "tuner: %zu ranks on %zu nodes, %s", c->nranks, c->nnodes,
-               policy);
+    return;
+  }
+  char policy[256];
+  collx_tune_describe(&c->settings, policy, sizeof policy);
+  COLLX_INFO(COLLX_LOG_INIT | COLLX_LOG_TUNING, "tuner: %zu ranks on %zu nodes, %s", c->nranks, c->nnodes, policy);
 }
 
 /* A failing init would fail the whole communicator, so a context that

@@ -1,8 +1,9 @@
 /*
  * collx's algorithm choice for NCCL, as a pure function of the
  * communicator's shape, the collective and NCCL's cost table.  The tuner
- * shim (src/plugin/tuner_v4.c) reads the settings and calls it; the unit
- * tests call it directly; collx-info --plan prints the policy.
+ * shim (src/plugin/tuner_v4.c) reads the settings (collx_tune_read_settings,
+ * the one reader of COLLX_TUNER*) and calls it; the unit tests call it
+ * directly; collx-info --plan prints the policy.
  *
  * Why: under NCCL 2.28.3 with one rank per node over collx, NCCL picks
  * Ring with its LL protocol for all-reduce up to 4 MiB, and Tree (NCCL still
