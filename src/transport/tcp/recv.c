@@ -285,30 +285,29 @@ static int read_ended(struct tcp_stream *s, struct tcp_recv_stream *t, enum sock
 /* Make progress on the stream without blocking: parse what is staged, read
  * more.  Small chunks arrive with their header in one recv into the
  * staging buffer; the bulk of a large chunk goes straight from the socket
- * into the receive buffer.  Returns 1 if any byte arrived.  Caller holds
- * s->lock. */
-static int read_stream_once(struct tcp_stream *s, int small_only, size_t budget) {
+ * into the receive buffer.  Returns the bytes that arrived (a read may end
+ * past `budget`, by at most one chunk).  Caller holds s->lock. */
+static size_t read_stream_once(struct tcp_stream *s, int small_only, size_t budget) {
   struct tcp_recv_comm *c = recv_comm_of(s->comm);
   struct tcp_recv_stream *t = &c->rx[s->index];
-  int progress = 0, dry = 0;
+  int dry = 0;
   size_t moved = 0;
   if (atomic_load(&s->eof) || tcp_stream_lost(&c->base, s->index)) return 0;
   while (!tcp_comm_failed(&c->base) && moved < budget) {
     int parsed = parse_staged(c, t);
-    if (parsed < 0) return progress;
+    if (parsed < 0) return moved;
     if (parsed > 0) continue;
-    if (dry) return progress;
+    if (dry) return moved;
     size_t owed = t->req ? t->hdr.len - t->done : t->skip > TCP_STAGE_SIZE ? TCP_STAGE_SIZE : (size_t)t->skip;
     int direct = t->req && owed >= TCP_STAGE_SIZE / 2;
     /* Bulk is the driver's work: a caller reading inline stops at a large
      * chunk and goes back to NCCL's other requests. */
-    if (direct && small_only) return progress;
+    if (direct && small_only) return moved;
     if (direct && chunk_overtaken(c, t)) continue;
     enum sock_io io;
     if (direct) {
       size_t before = t->done;
       io = sock_recv_some(s->fd, rx_dest(t) - t->done, t->hdr.len, &t->done);
-      progress |= t->done > before;
       moved += t->done - before;
       if (io == SOCK_IO_DONE) chunk_finish(c, t);
     } else {
@@ -317,20 +316,19 @@ static int read_stream_once(struct tcp_stream *s, int small_only, size_t budget)
       if (got) {
         /* Parse what came, and do not ask again only to hear EAGAIN when
          * the read was short. */
-        progress = 1;
         moved += got;
         dry = io == SOCK_IO_AGAIN;
         continue;
       }
     }
-    if (read_ended(s, t, io) != 0) return progress;
+    if (read_ended(s, t, io) != 0) return moved;
   }
-  return progress;
+  return moved;
 }
 
 /* Bytes from the peer on any socket mean it is alive (the watchdog). */
-static int read_stream(struct tcp_stream *s, int small_only, size_t budget) {
-  int got = read_stream_once(s, small_only, budget);
+static size_t read_stream(struct tcp_stream *s, int small_only, size_t budget) {
+  size_t got = read_stream_once(s, small_only, budget);
   if (got) tcp_comm_heard(s->comm);
   return got;
 }
@@ -405,7 +403,7 @@ static int recv_serve(struct tcp_stream *s, struct tcp_pass *pass) {
    * right now: then it has the data in hand, and the pool steps aside (the
    * socket stays ready, so it comes back next round). */
   if (pthread_mutex_trylock(&s->lock) != 0) return TCP_WANT_READ;
-  pass->moved = read_stream(s, 0, TCP_PASS_BYTES);
+  pass->moved = read_stream(s, 0, TCP_PASS_BYTES) > 0;
   pthread_mutex_unlock(&s->lock);
   if (atomic_load(&recv_comm_of(b)->parked_mask)) install_parked(recv_comm_of(b));
   if (atomic_load(&recv_comm_of(b)->lost_notice)) streams_give_up(recv_comm_of(b));
@@ -425,16 +423,19 @@ static void read_inline(struct tcp_recv_comm *c) {
   if (atomic_load(&c->lost_notice)) streams_give_up(c);
 }
 
-/* COLLX_PROGRESS=caller: no progress thread drives the comm, and every call
- * reads every stream as far as the sockets allow, bulk included, from
- * stream `first` on. */
-static void read_all_streams(struct tcp_recv_comm *c, int first) {
+/* COLLX_PROGRESS=caller: no progress thread drives the comm, so a call
+ * reads the streams, bulk included, from stream `first` on, up to `budget`
+ * bytes in all.  A test() reads at most TCP_PASS_BYTES, as a pool pass
+ * does: a socket's whole backlog (several MiB on a path that came back)
+ * took one call 4-18 ms on the processor (bench/NOTES.md, entry 61). */
+static void read_all_streams(struct tcp_recv_comm *c, int first, size_t budget) {
   int n = c->base.nstreams;
-  for (int k = 0; k < n; k++) {
+  for (int k = 0; k < n && budget > 0; k++) {
     struct tcp_stream *s = &c->base.streams[(first + k) % n];
     if (pthread_mutex_trylock(&s->lock) != 0) continue;
-    read_stream(s, 0, SIZE_MAX);
+    size_t got = read_stream(s, 0, budget);
     pthread_mutex_unlock(&s->lock);
+    budget -= got < budget ? got : budget;
   }
   if (atomic_load(&c->parked_mask)) install_parked(c);
   if (atomic_load(&c->lost_notice)) streams_give_up(c);
@@ -476,7 +477,7 @@ static void recv_watch(struct tcp_comm_base *b, double now) {
     paths_rejoin(c);
     if (atomic_load(&c->parked_mask)) install_parked(c);
   }
-  if (tcp_caller_progress()) read_all_streams(c, 0);
+  if (tcp_caller_progress()) read_all_streams(c, 0, SIZE_MAX);
 }
 
 /* ---- posting ---------------------------------------------------------------- */
@@ -602,7 +603,7 @@ static void recv_progress(struct tcp_recv_comm *c, struct tcp_recv_req *r) {
   if (recv_done(r)) return;
   if (tcp_recv_peer_finished(c)) tcp_comm_fail(&c->base, ncclRemoteError, "connection closed by peer");
   if (tcp_caller_progress())
-    read_all_streams(c, (int)(c->read_turn++ % (unsigned)c->base.nstreams));
+    read_all_streams(c, (int)(c->read_turn++ % (unsigned)c->base.nstreams), TCP_PASS_BYTES);
   else if (tcp_cfg.inline_recv)
     read_inline(c);
 }

@@ -658,27 +658,37 @@ static void pump_inline(struct tcp_send_comm *c) {
   }
 }
 
-/* COLLX_PROGRESS=caller: no progress thread drives the comm, and every call
- * moves all of its requests as far as the sockets allow, so that NCCL
- * testing only its oldest request still keeps the rest moving.  Chunks go
- * out one per stream in turn, starting from a different stream each call,
- * so that the streams share the chunks (and a stream whose socket is full
- * simply takes fewer). */
-static void pump_streams(struct tcp_send_comm *c, int first) {
+/* COLLX_PROGRESS=caller: no progress thread drives the comm, so a call
+ * moves all of its requests, not only the one tested, until the sockets
+ * are full or `budget` bytes went out: NCCL testing only its oldest
+ * request still keeps the rest moving.  Chunks go out one per stream in
+ * turn, starting from a different stream each call, so that the streams
+ * share the chunks (and a stream whose socket is full simply takes
+ * fewer). */
+static void pump_streams(struct tcp_send_comm *c, int first, size_t budget) {
   int n = c->base.nstreams;
   int sent;
+  size_t wrote = 0;
   do {
     sent = 0;
-    for (int k = 0; k < n; k++) {
-      struct tcp_stream *s = &c->base.streams[(first + k) % n];
+    for (int k = 0; k < n && wrote < budget; k++) {
+      int i = (first + k) % n;
+      struct tcp_stream *s = &c->base.streams[i];
       if (pthread_mutex_trylock(&s->lock) != 0) continue;
+      uint64_t before = atomic_load_explicit(&c->tx[i].wrote, memory_order_relaxed);
       sent |= send_step(s);
+      wrote += atomic_load_explicit(&c->tx[i].wrote, memory_order_relaxed) - before;
       pthread_mutex_unlock(&s->lock);
     }
-  } while (sent);
+  } while (sent && wrote < budget);
 }
 
-static void caller_pump(struct tcp_send_comm *c) { pump_streams(c, (int)(c->pump_turn++ % (unsigned)c->base.nstreams)); }
+/* A call writes at most TCP_PASS_BYTES, as a pool pass does: filling the
+ * empty socket buffers of a path that came back took one test() 18 ms on
+ * the processor (bench/NOTES.md, entry 61). */
+static void caller_pump(struct tcp_send_comm *c) {
+  pump_streams(c, (int)(c->pump_turn++ % (unsigned)c->base.nstreams), TCP_PASS_BYTES);
+}
 
 /* The watchdog's tick: heartbeats on the control socket and a stream.
  * With caller progress and failover it also writes what a loss left (a
@@ -687,7 +697,7 @@ static void caller_pump(struct tcp_send_comm *c) { pump_streams(c, (int)(c->pump
 static void send_watch(struct tcp_comm_base *b, double now) {
   struct tcp_send_comm *c = send_comm_of(b);
   tcp_ctrl_heartbeat(&b->ctrl, now);
-  if (c->base.failover && tcp_caller_progress() && atomic_load(&c->base.lost)) pump_streams(c, 0);
+  if (c->base.failover && tcp_caller_progress() && atomic_load(&c->base.lost)) pump_streams(c, 0, SIZE_MAX);
   stream_heartbeat(c, now);
   if (c->merged) streams_pace(c, now);
   if (c->base.failover) {
