@@ -22,7 +22,8 @@
 # The builds work on a copy of the tree (the files git knows, committed or
 # not) under $COLLX_SAN_WORK (default _build/sanitizers), so an in-tree
 # configure of the checkout does not get in the way of the out-of-tree
-# builds.  Knobs: JOBS (make -j, default 2), FUZZ_SECONDS (20), SOAK_SECONDS
+# builds.  Knobs: JOBS (make -j for the builds, default 2), CHECK_JOBS
+# (tests at a time in a stage's make check, default 2), FUZZ_SECONDS (20), SOAK_SECONDS
 # (60), STAGES (default "asan tsan valgrind fuzz soak"), SAN_DETECT_LEAKS
 # (unset: ASan's default, LeakSanitizer on, except where a test opts out
 # through __asan_default_options; 0 or 1 forces it for every test).
@@ -33,6 +34,7 @@ set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 work=${COLLX_SAN_WORK:-$top/_build/sanitizers}
 jobs=${JOBS:-2}
+check_jobs=${CHECK_JOBS:-2}
 fuzz_seconds=${FUZZ_SECONDS:-20}
 soak_seconds=${SOAK_SECONDS:-60}
 stages=${STAGES:-asan tsan valgrind fuzz soak}
@@ -94,7 +96,7 @@ check_stage() {
   local stage=$1 b=$work/$2
   shift 2
   local t0=$(date +%s)
-  (cd "$b" && env "$@" make -j1 check) >"$logs/check-$stage.log" 2>&1
+  (cd "$b" && env "$@" make -j"$check_jobs" check) >"$logs/check-$stage.log" 2>&1
   sh "$work/src/tests/summary.sh" "$b" >"$logs/summary-$stage.log" 2>&1
   local c
   c=$(counts_of "$logs/summary-$stage.log")
@@ -148,7 +150,7 @@ for stage in $stages; do
     # check_stage runs `env VARS make check`; setarch wraps make.
     t1=$(date +%s)
     (cd "$work/tsan" && env TSAN_OPTIONS="halt_on_error=0 exitcode=66 second_deadlock_stack=1" \
-       COLLX_FAULTS_SCALE=3 COLLX_DRIVER_TIMEOUT_SCALE=4 $noaslr make -j1 check) >"$logs/check-tsan.log" 2>&1
+       COLLX_FAULTS_SCALE=3 COLLX_DRIVER_TIMEOUT_SCALE=4 $noaslr make -j"$check_jobs" check) >"$logs/check-tsan.log" 2>&1
     sh "$work/src/tests/summary.sh" "$work/tsan" >"$logs/summary-tsan.log" 2>&1
     for trs in $(find "$work/tsan" -name '*.trs' | sort); do
       log=${trs%.trs}.log
