@@ -37,7 +37,8 @@ TESTS += tests/unit/test_nstreams
 tests_unit_test_nstreams_SOURCES = tests/unit/test_nstreams.c
 tests_unit_test_nstreams_LDADD = libcollx-topo.la
 
-# test_sock: a connect that lands on itself counts as refused.
+# test_sock: a connect that lands on itself counts as refused; a write up to
+# a byte limit stops there.
 check_PROGRAMS += tests/unit/test_sock
 TESTS += tests/unit/test_sock
 tests_unit_test_sock_SOURCES = tests/unit/test_sock.c

@@ -282,12 +282,18 @@ static int read_ended(struct tcp_stream *s, struct tcp_recv_stream *t, enum sock
   return -1;
 }
 
+/* How far a read goes: small chunks only (a caller reading inline), whole
+ * chunks until `budget` is reached (a pool pass: a chunk is finished in the
+ * pass that began it), or `budget` bytes even inside a chunk (a caller's
+ * test() with COLLX_PROGRESS=caller). */
+enum read_how { READ_SMALL, READ_WHOLE_CHUNKS, READ_TO_BUDGET };
+
 /* Make progress on the stream without blocking: parse what is staged, read
  * more.  Small chunks arrive with their header in one recv into the
  * staging buffer; the bulk of a large chunk goes straight from the socket
- * into the receive buffer.  Returns the bytes that arrived (a read may end
- * past `budget`, by at most one chunk).  Caller holds s->lock. */
-static size_t read_stream_once(struct tcp_stream *s, int small_only, size_t budget) {
+ * into the receive buffer.  Returns the bytes that arrived.  Caller holds
+ * s->lock. */
+static size_t read_stream_once(struct tcp_stream *s, enum read_how how, size_t budget) {
   struct tcp_recv_comm *c = recv_comm_of(s->comm);
   struct tcp_recv_stream *t = &c->rx[s->index];
   int dry = 0;
@@ -302,13 +308,15 @@ static size_t read_stream_once(struct tcp_stream *s, int small_only, size_t budg
     int direct = t->req && owed >= TCP_STAGE_SIZE / 2;
     /* Bulk is the driver's work: a caller reading inline stops at a large
      * chunk and goes back to NCCL's other requests. */
-    if (direct && small_only) return moved;
+    if (direct && how == READ_SMALL) return moved;
     if (direct && chunk_overtaken(c, t)) continue;
     enum sock_io io;
     if (direct) {
-      size_t before = t->done;
-      io = sock_recv_some(s->fd, rx_dest(t) - t->done, t->hdr.len, &t->done);
+      size_t before = t->done, left = budget - moved;
+      size_t end = how == READ_TO_BUDGET && left < t->hdr.len - before ? before + left : t->hdr.len;
+      io = sock_recv_some(s->fd, rx_dest(t) - t->done, end, &t->done);
       moved += t->done - before;
+      if (io == SOCK_IO_DONE && t->done < t->hdr.len) return moved; /* the budget ran out */
       if (io == SOCK_IO_DONE) chunk_finish(c, t);
     } else {
       size_t got = 0;
@@ -327,8 +335,8 @@ static size_t read_stream_once(struct tcp_stream *s, int small_only, size_t budg
 }
 
 /* Bytes from the peer on any socket mean it is alive (the watchdog). */
-static size_t read_stream(struct tcp_stream *s, int small_only, size_t budget) {
-  size_t got = read_stream_once(s, small_only, budget);
+static size_t read_stream(struct tcp_stream *s, enum read_how how, size_t budget) {
+  size_t got = read_stream_once(s, how, budget);
   if (got) tcp_comm_heard(s->comm);
   return got;
 }
@@ -403,7 +411,7 @@ static int recv_serve(struct tcp_stream *s, struct tcp_pass *pass) {
    * right now: then it has the data in hand, and the pool steps aside (the
    * socket stays ready, so it comes back next round). */
   if (pthread_mutex_trylock(&s->lock) != 0) return TCP_WANT_READ;
-  pass->moved = read_stream(s, 0, TCP_PASS_BYTES) > 0;
+  pass->moved = read_stream(s, READ_WHOLE_CHUNKS, TCP_PASS_BYTES) > 0;
   pthread_mutex_unlock(&s->lock);
   if (atomic_load(&recv_comm_of(b)->parked_mask)) install_parked(recv_comm_of(b));
   if (atomic_load(&recv_comm_of(b)->lost_notice)) streams_give_up(recv_comm_of(b));
@@ -416,7 +424,7 @@ static void read_inline(struct tcp_recv_comm *c) {
   for (int i = 0; i < c->base.nstreams; i++) {
     struct tcp_stream *s = &c->base.streams[i];
     if (pthread_mutex_trylock(&s->lock) != 0) continue;
-    read_stream(s, 1, SIZE_MAX);
+    read_stream(s, READ_SMALL, SIZE_MAX);
     pthread_mutex_unlock(&s->lock);
   }
   if (atomic_load(&c->parked_mask)) install_parked(c);
@@ -425,15 +433,15 @@ static void read_inline(struct tcp_recv_comm *c) {
 
 /* COLLX_PROGRESS=caller: no progress thread drives the comm, so a call
  * reads the streams, bulk included, from stream `first` on, up to `budget`
- * bytes in all.  A test() reads at most TCP_PASS_BYTES, as a pool pass
- * does: a socket's whole backlog (several MiB on a path that came back)
- * took one call 4-18 ms on the processor (bench/NOTES.md, entry 61). */
+ * bytes in all.  A test() reads at most TCP_CALLER_PASS_BYTES: a socket's
+ * whole backlog took one call 4-6 ms on the processor (bench/NOTES.md,
+ * entry 61). */
 static void read_all_streams(struct tcp_recv_comm *c, int first, size_t budget) {
   int n = c->base.nstreams;
   for (int k = 0; k < n && budget > 0; k++) {
     struct tcp_stream *s = &c->base.streams[(first + k) % n];
     if (pthread_mutex_trylock(&s->lock) != 0) continue;
-    size_t got = read_stream(s, 0, budget);
+    size_t got = read_stream(s, READ_TO_BUDGET, budget);
     pthread_mutex_unlock(&s->lock);
     budget -= got < budget ? got : budget;
   }
@@ -603,7 +611,7 @@ static void recv_progress(struct tcp_recv_comm *c, struct tcp_recv_req *r) {
   if (recv_done(r)) return;
   if (tcp_recv_peer_finished(c)) tcp_comm_fail(&c->base, ncclRemoteError, "connection closed by peer");
   if (tcp_caller_progress())
-    read_all_streams(c, (int)(c->read_turn++ % (unsigned)c->base.nstreams), TCP_PASS_BYTES);
+    read_all_streams(c, (int)(c->read_turn++ % (unsigned)c->base.nstreams), TCP_CALLER_PASS_BYTES);
   else if (tcp_cfg.inline_recv)
     read_inline(c);
 }

@@ -519,11 +519,14 @@ static int take_chunk(struct tcp_send_comm *c, struct tcp_send_stream *t, int j)
   return 1;
 }
 
-/* Write as much of the stream's current chunk as the socket takes. */
-static enum sock_io write_chunk(struct tcp_stream *s, struct tcp_send_stream *t) {
-  size_t before = t->done;
-  enum sock_io io = sock_send_two(s->fd, &t->hdr, sizeof t->hdr, t->payload, t->hdr.len, &t->done);
+/* Write as much of the stream's current chunk as the socket takes, `max`
+ * bytes at most: AGAIN when the socket is full or `max` is reached first. */
+static enum sock_io write_chunk(struct tcp_stream *s, struct tcp_send_stream *t, size_t max) {
+  size_t before = t->done, total = sizeof t->hdr + t->hdr.len;
+  size_t end = max < total - before ? before + max : total;
+  enum sock_io io = sock_send_two_upto(s->fd, &t->hdr, sizeof t->hdr, t->payload, t->hdr.len, &t->done, end);
   atomic_fetch_add_explicit(&t->wrote, t->done - before, memory_order_relaxed);
+  if (io == SOCK_IO_DONE && t->done < total) return SOCK_IO_AGAIN;
   if (io != SOCK_IO_DONE) return io;
   if (!t->orphan) {
     if (!t->dup) atomic_fetch_add_explicit(&t->req->chunks_done, 1, memory_order_release);
@@ -606,16 +609,16 @@ static void stream_heartbeat(struct tcp_send_comm *c, double now) {
   pthread_mutex_unlock(&s->lock);
 }
 
-/* One chunk's worth of sending on a stream: 1 if a chunk went out whole,
- * 0 when the queue is empty, the socket is full or the comm has failed.
- * Caller holds s->lock. */
-static int send_step(struct tcp_stream *s) {
+/* One chunk's worth of sending on a stream, `max` bytes at most: 1 if a
+ * chunk went out whole, 0 when the queue is empty, the socket is full,
+ * `max` ran out or the comm has failed.  Caller holds s->lock. */
+static int send_step(struct tcp_stream *s, size_t max) {
   struct tcp_send_comm *c = send_comm_of(s->comm);
   struct tcp_send_stream *t = &c->tx[s->index];
   if (tcp_comm_failed(&c->base) || tcp_stream_lost(&c->base, s->index)) return 0;
   if (send_between(c, s, t) != 0) return 0;
   if (!t->req && !take_chunk(c, t, s->index)) return 0;
-  enum sock_io io = write_chunk(s, t);
+  enum sock_io io = write_chunk(s, t, max);
   if (io == SOCK_IO_DONE) return 1;
   if (io != SOCK_IO_AGAIN) stream_failed(c, s->index, tcp_io_reason(io));
   return 0;
@@ -626,7 +629,7 @@ static int send_step(struct tcp_stream *s) {
  * s->lock. */
 static enum tcp_want send_pump(struct tcp_stream *s, struct tcp_pass *pass, size_t max_chunks) {
   size_t sent = 0;
-  while (sent < max_chunks && send_step(s)) sent++;
+  while (sent < max_chunks && send_step(s, SIZE_MAX)) sent++;
   pass->moved = sent > 0;
   if (tcp_comm_failed(s->comm) || tcp_stream_lost(s->comm, s->index)) return TCP_WANT_NOTHING;
   if (send_comm_of(s->comm)->tx[s->index].req) return TCP_WANT_WRITE;
@@ -676,18 +679,18 @@ static void pump_streams(struct tcp_send_comm *c, int first, size_t budget) {
       struct tcp_stream *s = &c->base.streams[i];
       if (pthread_mutex_trylock(&s->lock) != 0) continue;
       uint64_t before = atomic_load_explicit(&c->tx[i].wrote, memory_order_relaxed);
-      sent |= send_step(s);
+      sent |= send_step(s, budget - wrote);
       wrote += atomic_load_explicit(&c->tx[i].wrote, memory_order_relaxed) - before;
       pthread_mutex_unlock(&s->lock);
     }
   } while (sent && wrote < budget);
 }
 
-/* A call writes at most TCP_PASS_BYTES, as a pool pass does: filling the
- * empty socket buffers of a path that came back took one test() 18 ms on
- * the processor (bench/NOTES.md, entry 61). */
+/* A call writes at most TCP_CALLER_PASS_BYTES: filling the empty socket
+ * buffers of a path that came back took one test() 18 ms on the processor
+ * (bench/NOTES.md, entry 61). */
 static void caller_pump(struct tcp_send_comm *c) {
-  pump_streams(c, (int)(c->pump_turn++ % (unsigned)c->base.nstreams), TCP_PASS_BYTES);
+  pump_streams(c, (int)(c->pump_turn++ % (unsigned)c->base.nstreams), TCP_CALLER_PASS_BYTES);
 }
 
 /* The watchdog's tick: heartbeats on the control socket and a stream.
@@ -732,7 +735,7 @@ static void send_truncation(struct tcp_send_comm *c, uint32_t seq, int idx, size
     struct pollfd p = {.fd = s->fd, .events = POLLOUT};
     if (poll(&p, 1, 1000) <= 0) break;
   }
-  while (!t->hb_active && t->req && write_chunk(s, t) == SOCK_IO_AGAIN) {
+  while (!t->hb_active && t->req && write_chunk(s, t, SIZE_MAX) == SOCK_IO_AGAIN) {
     struct pollfd p = {.fd = s->fd, .events = POLLOUT};
     if (poll(&p, 1, 1000) <= 0) break;
   }

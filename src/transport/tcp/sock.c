@@ -162,12 +162,19 @@ int sock_connect_done(int fd) {
 
 enum sock_io sock_send_two(int fd, const void *hdr, size_t hlen, const void *payload, size_t plen,
                            size_t *done) {
-  while (*done < hlen + plen) {
+  return sock_send_two_upto(fd, hdr, hlen, payload, plen, done, hlen + plen);
+}
+
+enum sock_io sock_send_two_upto(int fd, const void *hdr, size_t hlen, const void *payload, size_t plen,
+                                size_t *done, size_t end) {
+  if (end > hlen + plen) end = hlen + plen;
+  while (*done < end) {
     struct iovec iov[2];
     int cnt = 0;
-    if (*done < hlen) iov[cnt++] = (struct iovec){(char *)hdr + *done, hlen - *done};
-    size_t pdone = *done > hlen ? *done - hlen : 0;
-    if (plen > pdone) iov[cnt++] = (struct iovec){(char *)payload + pdone, plen - pdone};
+    size_t hend = end < hlen ? end : hlen;
+    if (*done < hend) iov[cnt++] = (struct iovec){(char *)hdr + *done, hend - *done};
+    size_t pdone = *done > hlen ? *done - hlen : 0, pend = end > hlen ? end - hlen : 0;
+    if (pend > pdone) iov[cnt++] = (struct iovec){(char *)payload + pdone, pend - pdone};
     struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
     ssize_t n = sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {

@@ -53,6 +53,10 @@ enum sock_io sock_recv_some(int fd, void *buf, size_t len, size_t *done);
  * as few sendmsg calls as the socket takes; advance *done. */
 enum sock_io sock_send_two(int fd, const void *hdr, size_t hlen, const void *payload, size_t plen,
                            size_t *done);
+/* The same, stopping at byte `end` (at most hlen + plen): DONE once *done
+ * reaches it. */
+enum sock_io sock_send_two_upto(int fd, const void *hdr, size_t hlen, const void *payload, size_t plen,
+                                size_t *done, size_t end);
 
 /* One recv of up to len - *done bytes: DONE when any byte came (a short
  * read says the socket is dry, so the caller need not ask again only to
