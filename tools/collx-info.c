@@ -229,8 +229,9 @@ static void print_tuner(const struct options *o) {
   struct collx_tune_settings s;
   collx_tune_read_settings(&s);
   if (o->json) {
-    printf("{\"enabled\": %s, \"tree_max\": %zu, \"ll_max\": %zu, \"ring_min\": %zu}",
-           s.enabled ? "true" : "false", s.tree_max, s.ll_max, s.ring_min);
+    printf("{\"enabled\": %s, \"tree_max\": %zu, \"ll_max\": %zu, \"ring_min\": %zu, \"channels\": %d, "
+           "\"channels_max\": %zu}",
+           s.enabled ? "true" : "false", s.tree_max, s.ll_max, s.ring_min, s.channels, s.channels_max);
     return;
   }
   char policy[256];

@@ -54,6 +54,8 @@ ncclResult_t tuner_get_coll_info(void *context, ncclFunc_t coll, size_t nbytes, 
   if (!c) return ncclSuccess;
   /* The table is one contiguous float array despite its declared type. */
   collx_tune(&c->settings, c->nranks, c->nnodes, (int)coll, nbytes, (float *)cost_table, nalgo, nproto);
+  int channels = collx_tune_channels(&c->settings, c->nranks, c->nnodes, (int)coll, nbytes);
+  if (channels && nchannels) *nchannels = channels;
   return ncclSuccess;
 }
 

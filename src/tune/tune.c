@@ -1,7 +1,8 @@
 /*
  * The tuning policy, one rank per node: all-reduce on Tree up to a size,
  * with Simple rather than LL/LL128 above a smaller size; all-gather and
- * reduce-scatter on Ring rather than PAT once each rank's share is large.
+ * reduce-scatter on Ring rather than PAT once each rank's share is large,
+ * and on fewer channels up to a larger size.
  */
 #include "tune/tune.h"
 
@@ -15,6 +16,8 @@ void collx_tune_read_settings(struct collx_tune_settings *s) {
   s->tree_max = (size_t)collx_param_int(COLLX_P_TUNER_TREE_MAX);
   s->ll_max = (size_t)collx_param_int(COLLX_P_TUNER_LL_MAX);
   s->ring_min = (size_t)collx_param_int(COLLX_P_TUNER_RING_MIN);
+  s->channels = (int)collx_param_int(COLLX_P_TUNER_CHANNELS);
+  s->channels_max = (size_t)collx_param_int(COLLX_P_TUNER_CHANNELS_MAX);
 }
 
 void collx_tune_describe(const struct collx_tune_settings *s, char *buf, size_t len) {
@@ -24,19 +27,23 @@ void collx_tune_describe(const struct collx_tune_settings *s, char *buf, size_t 
     return;
   }
   char tree[96] = "all-reduce keeps NCCL's choice", ring[112] = "all-gather and reduce-scatter keep NCCL's choice";
+  char chan[112] = "";
   if (s->tree_max)
     snprintf(tree, sizeof tree, "all-reduce up to %zu bytes uses Tree, with Simple above %zu bytes", s->tree_max,
              s->ll_max);
   if (s->ring_min)
     snprintf(ring, sizeof ring, "all-gather and reduce-scatter from %zu bytes a rank use Ring with Simple",
              s->ring_min);
-  snprintf(buf, len, "%s; %s", tree, ring);
+  if (s->channels && s->channels_max)
+    snprintf(chan, sizeof chan, "; up to %zu bytes a rank they run on %d channels", s->channels_max, s->channels);
+  snprintf(buf, len, "%s; %s%s", tree, ring, chan);
 }
 
 const char *collx_tune_inactive_reason(const struct collx_tune_settings *s, size_t nranks,
                                        size_t nnodes) {
   if (!s || !s->enabled) return "COLLX_TUNER=0";
-  if (s->tree_max == 0 && s->ring_min == 0) return "COLLX_TUNER_TREE_MAX=0 and COLLX_TUNER_RING_MIN=0";
+  if (s->tree_max == 0 && s->ring_min == 0 && (s->channels == 0 || s->channels_max == 0))
+    return "COLLX_TUNER_TREE_MAX=0, COLLX_TUNER_RING_MIN=0 and COLLX_TUNER_CHANNELS=0";
   if (nnodes < 2) return "one node";
   /* With several ranks on a node, some hops of a ring or tree stay inside
    * the node and never reach collx; the measurement says nothing there. */
@@ -126,4 +133,17 @@ int collx_tune(const struct collx_tune_settings *s, size_t nranks, size_t nnodes
   if (coll == ncclFuncAllGather || coll == ncclFuncReduceScatter)
     return gather_on_ring(s, nranks, nbytes, table, nalgo, nproto);
   return 0;
+}
+
+/* NCCL gives collx's connections 4 channels (Socket's 2) and splits every
+ * collective over all of them, so a mid-size all-gather or reduce-scatter
+ * travels in messages half the size Socket's are: at 4 ranks two channels
+ * took 128 KiB from 162-182 to 111-112 us and 2 MiB from 1.43-1.73 to
+ * 2.60-2.62 GB/s, and were level from 8 MiB (bench/NOTES.md 63). */
+int collx_tune_channels(const struct collx_tune_settings *s, size_t nranks, size_t nnodes, int coll,
+                        size_t nbytes) {
+  if (collx_tune_inactive_reason(s, nranks, nnodes)) return 0;
+  if (coll != ncclFuncAllGather && coll != ncclFuncReduceScatter) return 0;
+  if (s->channels <= 0 || nranks == 0 || nbytes / nranks > s->channels_max) return 0;
+  return s->channels;
 }

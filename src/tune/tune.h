@@ -12,7 +12,10 @@
  * better (bench/NOTES.md, attempt 15).  Within Tree, NCCL then picks LL up
  * to about 256 KiB, which cost the 128 KiB all-reduce at 4 ranks (39).
  * For all-gather and reduce-scatter NCCL keeps PAT up to 1-2 MiB a rank,
- * where Ring with Simple was 1.5-2x faster from 512 KiB a rank on (43, 59).
+ * where Ring with Simple was 1.5-2x faster from 512 KiB a rank on (43, 59),
+ * and on all of collx's 4 channels their messages are half the size of
+ * Socket's, which gets 2: on 2 channels they were up to 1.8x faster up to
+ * 1 MiB a rank (63).
  */
 #ifndef COLLX_TUNE_TUNE_H
 #define COLLX_TUNE_TUNE_H
@@ -25,10 +28,12 @@ struct collx_tune_settings {
   size_t ll_max;    /* COLLX_TUNER_LL_MAX: largest one of those left LL/LL128 */
   size_t ring_min;  /* COLLX_TUNER_RING_MIN: smallest share a rank of an all-gather or
                        reduce-scatter run on Ring with Simple */
+  int channels;        /* COLLX_TUNER_CHANNELS: channels of an all-gather or reduce-scatter... */
+  size_t channels_max; /* ...of at most COLLX_TUNER_CHANNELS_MAX bytes a rank */
 };
 
-/* The settings as COLLX_TUNER, COLLX_TUNER_TREE_MAX, COLLX_TUNER_LL_MAX and
- * COLLX_TUNER_RING_MIN give them (bounded by params.def). */
+/* The settings as COLLX_TUNER and the COLLX_TUNER_* variables give them
+ * (bounded by params.def). */
 void collx_tune_read_settings(struct collx_tune_settings *s);
 
 /* The policy in one line for the log and collx-info ("all-reduce up to ...
@@ -55,5 +60,12 @@ const char *collx_tune_inactive_reason(const struct collx_tune_settings *s, size
  * Returns 1 when the table was changed, 0 when it was left as it was. */
 int collx_tune(const struct collx_tune_settings *s, size_t nranks, size_t nnodes, int coll, size_t nbytes,
                float *table, int nalgo, int nproto);
+
+/* The channel count for one collective of `nbytes` (as collx_tune counts
+ * them), or 0 to leave it to NCCL: on an active communicator, an
+ * all-gather or reduce-scatter of at most channels_max bytes a rank runs
+ * on `channels` channels. */
+int collx_tune_channels(const struct collx_tune_settings *s, size_t nranks, size_t nnodes, int coll,
+                        size_t nbytes);
 
 #endif

@@ -65,17 +65,20 @@ assert d["plan"]["this_system"] and [x["name"] for x in d["plan"]["devices"]] ==
 fi
 
 # The tuner's policy, as the plugin reads it from the same settings.
-out=$(COLLX_IFNAME==lo COLLX_TUNER_RING_MIN=1048576 "$info" --plan)
+out=$(COLLX_IFNAME==lo COLLX_TUNER_RING_MIN=1048576 COLLX_TUNER_CHANNELS=3 "$info" --plan)
 check "--plan prints the tuner's policy with COLLX_TUNER_RING_MIN" \
   sh -c 'printf "%s\n" "$1" | grep -q "^tuner     one rank per node: .*from 1048576 bytes a rank use Ring with Simple"' sh "$out"
+check "--plan prints the tuner's channel rule with COLLX_TUNER_CHANNELS" \
+  sh -c 'printf "%s\n" "$1" | grep -q "^tuner     .*bytes a rank they run on 3 channels"' sh "$out"
 out=$(COLLX_IFNAME==lo COLLX_TUNER=0 "$info" --plan)
 check "--plan says when the tuner is off" sh -c 'printf "%s\n" "$1" | grep -q "^tuner     NCCL tunes alone"' sh "$out"
 if command -v python3 >/dev/null 2>&1; then
-  json=$(COLLX_IFNAME==lo COLLX_TUNER_RING_MIN=1048576 "$info" --plan --json)
+  json=$(COLLX_IFNAME==lo COLLX_TUNER_RING_MIN=1048576 COLLX_TUNER_CHANNELS_MAX=65536 "$info" --plan --json)
   check "--plan --json carries the tuner's settings" python3 -c '
 import json, sys
 t = json.loads(sys.argv[1])["tuner"]
 assert t["enabled"] is True and t["ring_min"] == 1048576 and t["tree_max"] > 0
+assert t["channels"] == 2 and t["channels_max"] == 65536
 ' "$json"
 fi
 

@@ -267,8 +267,47 @@ static void test_gather_on_ring(void) {
 }
 
 /* The one-line description the log and collx-info print. */
+/* All-gather and reduce-scatter up to channels_max bytes a rank get
+ * `channels`; everything else, and an inactive communicator, NCCL's count. */
+static void test_channels(void) {
+  struct collx_tune_settings s = gather;
+  s.channels = 2;
+  s.channels_max = MiB;
+  int n = collx_tune_channels(&s, 4, 4, ncclFuncAllGather, 4 * 128 << 10);
+  CHECK(n == 2, "all-gather of 128 KiB a rank at 4 ranks: %d channels, want 2", n);
+  n = collx_tune_channels(&s, 4, 4, ncclFuncReduceScatter, 4 * MiB);
+  CHECK(n == 2, "reduce-scatter of 1 MiB a rank (the limit itself): %d channels, want 2", n);
+  n = collx_tune_channels(&s, 2, 2, ncclFuncAllGather, 2 * MiB + 2);
+  CHECK(n == 0, "all-gather of just over 1 MiB a rank: %d channels, want 0 (NCCL's)", n);
+  n = collx_tune_channels(&s, 4, 4, ncclFuncAllReduce, 64 << 10);
+  CHECK(n == 0, "all-reduce: %d channels, want 0 (NCCL's)", n);
+  n = collx_tune_channels(&s, 8, 2, ncclFuncAllGather, 8 * 1024);
+  CHECK(n == 0, "8 ranks on 2 nodes: %d channels, want 0 (NCCL's)", n);
+  n = collx_tune_channels(&s, 0, 0, ncclFuncAllGather, 8 * 1024);
+  CHECK(n == 0, "no ranks: %d channels, want 0", n);
+  struct collx_tune_settings none = s;
+  none.channels = 0;
+  n = collx_tune_channels(&none, 4, 4, ncclFuncAllGather, 4 * 1024);
+  CHECK(n == 0, "COLLX_TUNER_CHANNELS=0: %d channels, want 0", n);
+  struct collx_tune_settings disabled = s;
+  disabled.enabled = 0;
+  n = collx_tune_channels(&disabled, 4, 4, ncclFuncAllGather, 4 * 1024);
+  CHECK(n == 0, "COLLX_TUNER=0: %d channels, want 0", n);
+  /* The channel rule alone keeps the tuner active. */
+  struct collx_tune_settings only = {.enabled = 1, .channels = 2, .channels_max = MiB};
+  CHECK(collx_tune_inactive_reason(&only, 4, 4) == NULL, "channels alone reported inactive");
+  n = collx_tune_channels(&only, 4, 4, ncclFuncAllGather, 4 * 1024);
+  CHECK(n == 2, "channels alone: %d channels, want 2", n);
+}
+
 static void test_describe(void) {
   char buf[256];
+  struct collx_tune_settings narrow = gather;
+  narrow.channels = 2;
+  narrow.channels_max = MiB;
+  collx_tune_describe(&narrow, buf, sizeof buf);
+  CHECK(strstr(buf, "; up to 1048576 bytes a rank they run on 2 channels") != NULL,
+        "channel rule described as \"%s\"", buf);
   collx_tune_describe(&gather, buf, sizeof buf);
   CHECK(strcmp(buf, "all-reduce up to 4194304 bytes uses Tree, with Simple above 65536 bytes; all-gather and "
                     "reduce-scatter from 524288 bytes a rank use Ring with Simple") == 0,
@@ -290,6 +329,7 @@ int main(void) {
   test_describe();
   test_policy();
   test_gather_on_ring();
+  test_channels();
   test_simple_above_ll_max();
   test_tree_ignored();
   test_already_tree_only();
