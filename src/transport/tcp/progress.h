@@ -33,8 +33,10 @@ enum tcp_want { TCP_WANT_READ, TCP_WANT_WRITE, TCP_WANT_WORK, TCP_WANT_AGAIN, TC
  * than a pool pass: the call runs on NCCL's proxy thread, which serves
  * every comm of the rank.  A write or read stops there even inside a
  * chunk.  On the test bed under 30% loss 1 MiB cost one call 9-10 ms of
- * system time (bench/NOTES.md, entry 61). */
-#define TCP_CALLER_PASS_BYTES (256u << 10)
+ * system time; 256 KiB kept every call under 10 ms but cost bulk
+ * throughput, 512 KiB did not and kept them at about 10 (bench/NOTES.md,
+ * entries 61 and 63). */
+#define TCP_CALLER_PASS_BYTES (512u << 10)
 
 /* What one pass did, for a driver that adapts to it (the pool spins
  * after data with COLLX_SPIN_US). */
