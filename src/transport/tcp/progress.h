@@ -35,7 +35,7 @@ enum tcp_want { TCP_WANT_READ, TCP_WANT_WRITE, TCP_WANT_WORK, TCP_WANT_AGAIN, TC
  * chunk.  On the test bed under 30% loss 1 MiB cost one call 9-10 ms of
  * system time; 256 KiB kept every call under 10 ms but cost bulk
  * throughput, 512 KiB did not and kept them at about 10 (bench/NOTES.md,
- * entries 61 and 63). */
+ * entries 61 and 64). */
 #define TCP_CALLER_PASS_BYTES (512u << 10)
 
 /* What one pass did, for a driver that adapts to it (the pool spins
