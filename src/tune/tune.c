@@ -20,6 +20,9 @@ void collx_tune_read_settings(struct collx_tune_settings *s) {
   s->channels_max = (size_t)collx_param_int(COLLX_P_TUNER_CHANNELS_MAX);
 }
 
+/* The channel rule acts: a count to give, and sizes to give it to. */
+static int channels_on(const struct collx_tune_settings *s) { return s->channels > 0 && s->channels_max > 0; }
+
 void collx_tune_describe(const struct collx_tune_settings *s, char *buf, size_t len) {
   if (!len) return;
   if (!s || !s->enabled) {
@@ -34,7 +37,7 @@ void collx_tune_describe(const struct collx_tune_settings *s, char *buf, size_t 
   if (s->ring_min)
     snprintf(ring, sizeof ring, "all-gather and reduce-scatter from %zu bytes a rank use Ring with Simple",
              s->ring_min);
-  if (s->channels && s->channels_max)
+  if (channels_on(s))
     snprintf(chan, sizeof chan, "; up to %zu bytes a rank they run on %d channels", s->channels_max, s->channels);
   snprintf(buf, len, "%s; %s%s", tree, ring, chan);
 }
@@ -42,7 +45,7 @@ void collx_tune_describe(const struct collx_tune_settings *s, char *buf, size_t 
 const char *collx_tune_inactive_reason(const struct collx_tune_settings *s, size_t nranks,
                                        size_t nnodes) {
   if (!s || !s->enabled) return "COLLX_TUNER=0";
-  if (s->tree_max == 0 && s->ring_min == 0 && (s->channels == 0 || s->channels_max == 0))
+  if (s->tree_max == 0 && s->ring_min == 0 && !channels_on(s))
     return "COLLX_TUNER_TREE_MAX=0, COLLX_TUNER_RING_MIN=0 and COLLX_TUNER_CHANNELS=0";
   if (nnodes < 2) return "one node";
   /* With several ranks on a node, some hops of a ring or tree stay inside
@@ -144,6 +147,6 @@ int collx_tune_channels(const struct collx_tune_settings *s, size_t nranks, size
                         size_t nbytes) {
   if (collx_tune_inactive_reason(s, nranks, nnodes)) return 0;
   if (coll != ncclFuncAllGather && coll != ncclFuncReduceScatter) return 0;
-  if (s->channels <= 0 || nranks == 0 || nbytes / nranks > s->channels_max) return 0;
+  if (!channels_on(s) || nranks == 0 || nbytes / nranks > s->channels_max) return 0;
   return s->channels;
 }

@@ -289,6 +289,10 @@ static void test_channels(void) {
   none.channels = 0;
   n = collx_tune_channels(&none, 4, 4, ncclFuncAllGather, 4 * 1024);
   CHECK(n == 0, "COLLX_TUNER_CHANNELS=0: %d channels, want 0", n);
+  struct collx_tune_settings no_max = s;
+  no_max.channels_max = 0;
+  n = collx_tune_channels(&no_max, 4, 4, ncclFuncAllGather, 0);
+  CHECK(n == 0, "COLLX_TUNER_CHANNELS_MAX=0, an empty all-gather: %d channels, want 0", n);
   struct collx_tune_settings disabled = s;
   disabled.enabled = 0;
   n = collx_tune_channels(&disabled, 4, 4, ncclFuncAllGather, 4 * 1024);
