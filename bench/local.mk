@@ -4,4 +4,4 @@
 # that the tarball alone is enough there.
 EXTRA_DIST += bench/allreduce.c bench/run.sh bench/plot.py bench/README.md bench/NOTES.md bench/sweep.sh bench/timeline.py \
 	bench/nccl-tests.sh bench/build-nccl.sh bench/nt_report.py bench/ab.sh bench/thread_cpu.py \
-	bench/profiler/run.sh bench/stats_ab.sh bench/stats_cost.c
+	bench/profiler/run.sh bench/stats_ab.sh bench/stats_cost.c bench/gpu-build.sh
