@@ -183,3 +183,11 @@ TESTS += tests/unit/test_stats tests/unit/test_stats_live.sh
 EXTRA_DIST += tests/unit/test_stats_live.sh
 tests_unit_test_stats_SOURCES = tests/unit/test_stats.c
 tests_unit_test_stats_LDADD = libcollx-util.la
+
+# test_caller_pass: with caller progress one isend or test moves at most
+# TCP_CALLER_PASS_BYTES each way, over socket pairs with a forced large
+# buffer (root; skipped without it)
+check_PROGRAMS += tests/unit/test_caller_pass
+TESTS += tests/unit/test_caller_pass
+tests_unit_test_caller_pass_SOURCES = tests/unit/test_caller_pass.c tests/unit/sockbed.c tests/unit/sockbed.h
+tests_unit_test_caller_pass_LDADD = libcollx-tcp.la
