@@ -191,3 +191,11 @@ check_PROGRAMS += tests/unit/test_caller_pass
 TESTS += tests/unit/test_caller_pass
 tests_unit_test_caller_pass_SOURCES = tests/unit/test_caller_pass.c tests/unit/sockbed.c tests/unit/sockbed.h
 tests_unit_test_caller_pass_LDADD = libcollx-tcp.la
+
+# test_writer_busy: irecv and isend return while another thread holds the
+# control channel's writer, and that thread writes what they posted as it
+# lets go
+check_PROGRAMS += tests/unit/test_writer_busy
+TESTS += tests/unit/test_writer_busy
+tests_unit_test_writer_busy_SOURCES = tests/unit/test_writer_busy.c tests/unit/sockbed.c tests/unit/sockbed.h
+tests_unit_test_writer_busy_LDADD = libcollx-tcp.la

@@ -84,8 +84,10 @@ struct tcp_ctrl_ops {
   /* End of stream between messages is the peer's goodbye (a receiver:
    * tcp_ctrl.eof), not a failure. */
   int eof_is_goodbye;
-  /* Something is owed that `fill` turns into records; checked without
-   * the lock, after it is released.  Optional. */
+  /* Something is owed that `fill` turns into records, or an item waits
+   * for next_item; checked without the lock, after it is released, so
+   * that what a thread queued while another held the writer is written
+   * by that other as it lets go.  Optional. */
   int (*owed)(struct tcp_ctrl *k);
   /* Queue what is owed, as far as there is room.  Optional. */
   void (*fill)(struct tcp_ctrl *k);

@@ -119,8 +119,10 @@ struct tcp_recv_comm {
   unsigned ctrl_gone;         /* paths whose control socket was given up alone (CTRL_GONE) */
   atomic_int owed;            /* any of the above owed, or CTS records in the backlog */
   atomic_int lazy_owed;       /* DONE records owed that go with the next records written, or at the next tick */
-  /* CTS records the channel had no room for, oldest first, written as
-   * room comes (the role's fill); allocated at first use.  Writer held. */
+  /* CTS records the channel had no room for, or posted while another
+   * thread held the writer, oldest first, written as room comes or the
+   * writer is let go (the role's fill); allocated at first use.
+   * done_lock. */
   struct wire_ctrl *cts_backlog;
   int cts_backlog_head, cts_backlog_len;
   atomic_uint rejoin_wanted;  /* paths given up, to listen on (the watchdog, recv_rejoin) */

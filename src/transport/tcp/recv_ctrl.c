@@ -48,7 +48,7 @@ static struct tcp_recv_comm *ctrl_owner(struct tcp_ctrl *k) { return recv_comm_o
 
 static int owed(struct tcp_ctrl *k) { return atomic_load(&ctrl_owner(k)->owed); }
 
-static void backlog_to_channel(struct tcp_recv_comm *c);
+static int backlog_to_channel(struct tcp_recv_comm *c);
 
 /* Turn what is owed into records, as far as there is room (the channel's
  * fill; the writer is held). */
@@ -154,22 +154,31 @@ static void queue_waiting_for_room(struct tcp_recv_comm *c, const struct wire_ct
 }
 
 /* Move backlogged CTS records into the channel, oldest first, while it
- * has room.  Writer held. */
-static void backlog_to_channel(struct tcp_recv_comm *c) {
+ * has room; 1 when the backlog is empty after.  Writer held. */
+static int backlog_to_channel(struct tcp_recv_comm *c) {
+  pthread_mutex_lock(&c->done_lock);
   while (c->cts_backlog_len > 0 && tcp_ctrl_queue(&c->base.ctrl, &c->cts_backlog[c->cts_backlog_head]) == 0) {
     c->cts_backlog_head = (c->cts_backlog_head + 1) % TCP_CTS_BACKLOG;
     c->cts_backlog_len--;
   }
+  int empty = c->cts_backlog_len == 0;
+  pthread_mutex_unlock(&c->done_lock);
+  return empty;
 }
 
-/* Keep m for later: 0, or -1 when the backlog is full or cannot be had. */
+/* Keep m for later, behind the records already kept: 0, or -1 when the
+ * backlog is full or cannot be had.  The writer need not be held. */
 static int backlog_push(struct tcp_recv_comm *c, const struct wire_ctrl *m) {
+  pthread_mutex_lock(&c->done_lock);
   if (!c->cts_backlog) c->cts_backlog = calloc(TCP_CTS_BACKLOG, sizeof *c->cts_backlog);
-  if (!c->cts_backlog || c->cts_backlog_len == TCP_CTS_BACKLOG) return -1;
-  c->cts_backlog[(c->cts_backlog_head + c->cts_backlog_len) % TCP_CTS_BACKLOG] = *m;
-  c->cts_backlog_len++;
-  atomic_store(&c->owed, 1);
-  return 0;
+  int room = c->cts_backlog && c->cts_backlog_len < TCP_CTS_BACKLOG;
+  if (room) {
+    c->cts_backlog[(c->cts_backlog_head + c->cts_backlog_len) % TCP_CTS_BACKLOG] = *m;
+    c->cts_backlog_len++;
+    atomic_store(&c->owed, 1);
+  }
+  pthread_mutex_unlock(&c->done_lock);
+  return room ? 0 : -1;
 }
 
 /* Queue a CTS record behind those still waiting for room.  A full channel
@@ -178,11 +187,9 @@ static int backlog_push(struct tcp_recv_comm *c, const struct wire_ctrl *m) {
  * (NCCL's proxy thread serves every comm of the rank).  Writer held. */
 static void queue_cts(struct tcp_recv_comm *c, const struct wire_ctrl *m) {
   struct tcp_ctrl *k = &c->base.ctrl;
-  backlog_to_channel(c);
-  if (!c->cts_backlog_len && tcp_ctrl_queue(k, m) == 0) return;
+  if (backlog_to_channel(c) && tcp_ctrl_queue(k, m) == 0) return;
   tcp_ctrl_flush(k);
-  backlog_to_channel(c);
-  if (!c->cts_backlog_len && tcp_ctrl_queue(k, m) == 0) return;
+  if (backlog_to_channel(c) && tcp_ctrl_queue(k, m) == 0) return;
   if (backlog_push(c, m) == 0) return;
   queue_waiting_for_room(c, m);
 }
@@ -192,7 +199,18 @@ int tcp_recv_send_cts(struct tcp_recv_comm *c, const struct tcp_recv_req *r) {
   struct wire_ctrl m = {.magic = WIRE_MAGIC, .type = WIRE_CTS, .n = (uint8_t)r->n, .seq = r->base.seq};
   for (int i = 0; i < r->n; i++)
     m.e[i] = (struct wire_cts_entry){.tag = r->match.tag[i], .size = r->e[i].cap};
-  tcp_ctrl_lock(k);
+  if (tcp_ctrl_trylock(k) != 0) {
+    /* Another thread writes (a completion's DONE, the watchdog's tick),
+     * and it may be off the processor: the record waits in the backlog,
+     * and that thread, or the pump, writes it as the lock is let go
+     * (tcp_ctrl_unlock: owed), so that irecv never waits on another
+     * thread.  Only a full backlog waits for the lock. */
+    if (backlog_push(c, &m) == 0) {
+      tcp_ctrl_pump(k);
+      return tcp_comm_failed(&c->base) ? -1 : 0;
+    }
+    tcp_ctrl_lock(k);
+  }
   queue_cts(c, &m);
   /* A CTS_WANTED whose reader could not take this lock is served here. */
   int due = cts_due(c) || match_hold_take_wanted(&c->hold);

@@ -1119,6 +1119,7 @@ static int send_init(struct tcp_comm_base *b, const struct tcp_comm_sockets *sk)
   collx_list_init(&c->eager_queue);
   pthread_mutex_init(&c->q_lock, NULL);
   pthread_mutex_init(&c->rejoin_lock, NULL);
+  pthread_mutex_init(&c->eager_lock, NULL);
   for (int i = 0; i < COLLX_MAX_REQUESTS; i++) {
     c->reqs[i].base.magic = TCP_MAGIC_REQ;
     c->reqs[i].base.comm = b;
@@ -1132,6 +1133,7 @@ static void send_release(struct tcp_comm_base *b) {
   log_stats(c);
   pthread_mutex_destroy(&c->q_lock);
   pthread_mutex_destroy(&c->rejoin_lock);
+  pthread_mutex_destroy(&c->eager_lock);
   for (int i = 0; i < COLLX_MAX_REQUESTS; i++) {
     c->reqs[i].base.magic = TCP_MAGIC_DEAD;
     free(c->reqs[i].redo);

@@ -109,10 +109,12 @@ struct tcp_send_comm {
   int merged;                 /* its streams leave by several NICs (pick_chunk) */
   pthread_mutex_t q_lock;
   struct collx_list queue;    /* sends with chunks not yet handed to a stream */
-  /* Eager messages are the control channel's items, in order (its
-   * writer's lock; send_ctrl.c) */
-  struct collx_list eager_queue;  /* eager sends not yet started */
-  struct tcp_send_req *eager_tx;  /* the eager send being written */
+  /* Eager messages are the control channel's items, in order (send_ctrl.c):
+   * queued under eager_lock alone, started by the channel's writer */
+  pthread_mutex_t eager_lock;
+  struct collx_list eager_queue;  /* eager sends not yet started (eager_lock) */
+  atomic_int eager_queued;        /* how many: the channel's `owed` */
+  struct tcp_send_req *eager_tx;  /* the eager send being written (the writer's lock) */
   /* The last CTS_WANTED, for the cursor position it was sent at */
   uint32_t want_seq;
   double want_at;

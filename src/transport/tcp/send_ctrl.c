@@ -3,8 +3,8 @@
  * and CTS_WANTED out; CTS records, failover's DONE, LOST_ACK, REJOIN and
  * REJOINED records and heartbeats in.
  *
- * Eager messages are the channel's items: queued by isend (the writer
- * held), written whole after the records queued before them, so a
+ * Eager messages are the channel's items: queued by isend (eager_lock,
+ * not the writer's), written whole after the records queued before them, so a
  * CTS_WANTED asked for in the middle of one goes right behind it.  An
  * eager send is done once its message is out on every control socket in
  * use.
@@ -32,9 +32,15 @@ static struct tcp_send_comm *ctrl_owner(struct tcp_ctrl *k) { return (struct tcp
 /* The oldest queued eager message is the channel's next item. */
 static int eager_next(struct tcp_ctrl *k, struct tcp_ctrl_item *it) {
   struct tcp_send_comm *c = ctrl_owner(k);
-  if (collx_list_empty(&c->eager_queue)) return 0;
-  struct tcp_send_req *r = COLLX_CONTAINER_OF(c->eager_queue.next, struct tcp_send_req, qnode);
-  collx_list_del(&r->qnode);
+  pthread_mutex_lock(&c->eager_lock);
+  struct tcp_send_req *r = NULL;
+  if (!collx_list_empty(&c->eager_queue)) {
+    r = COLLX_CONTAINER_OF(c->eager_queue.next, struct tcp_send_req, qnode);
+    collx_list_del(&r->qnode);
+    atomic_fetch_sub(&c->eager_queued, 1);
+  }
+  pthread_mutex_unlock(&c->eager_lock);
+  if (!r) return 0;
   c->eager_tx = r;
   *it = (struct tcp_ctrl_item){.hdr = &r->eager_hdr, .hlen = sizeof r->eager_hdr, .payload = r->data,
                                .plen = r->size};
@@ -49,12 +55,21 @@ static void eager_written(struct tcp_ctrl *k) {
   c->eager_tx = NULL;
 }
 
+/* Queued without the writer's lock, which the watchdog may hold while it
+ * is off the processor: isend never waits on another thread.  The count
+ * goes up before the pump's trylock, so a holder that kept the lock from
+ * the pump sees it as it lets go (tcp_ctrl_unlock: owed) and writes the
+ * message itself. */
 void tcp_send_eager_queue(struct tcp_send_comm *c, struct tcp_send_req *r) {
-  tcp_ctrl_lock(&c->base.ctrl);
+  pthread_mutex_lock(&c->eager_lock);
   collx_list_add_tail(&c->eager_queue, &r->qnode);
-  tcp_ctrl_unlock(&c->base.ctrl);
+  atomic_fetch_add(&c->eager_queued, 1);
+  pthread_mutex_unlock(&c->eager_lock);
   tcp_ctrl_pump(&c->base.ctrl);
 }
+
+/* Eager messages wait that no item has started yet. */
+static int eager_owed(struct tcp_ctrl *k) { return atomic_load(&ctrl_owner(k)->eager_queued) > 0; }
 
 void tcp_send_want_cts(struct tcp_send_comm *c) {
   double now = tcp_now();
@@ -152,6 +167,7 @@ int tcp_send_eager_replay(struct tcp_send_comm *c) {
 const struct tcp_ctrl_ops tcp_send_ctrl_ops = {
     .write_error_fails = 1,
     .eof_is_goodbye = 0,
+    .owed = eager_owed,
     .next_item = eager_next,
     .item_done = eager_written,
     .parse = parse_record,
