@@ -4,10 +4,10 @@
 # test itself, then one case REPS times, each run's client and server logs
 # kept as KEEP/CASE-N.cli and .srv (default KEEP=/tmp/failover-cut).  Root;
 # from a build directory (collx-perf, collx-info), as the test runs:
-#   bash .../cut.sh turn01|lossy [REPS]
+#   bash .../cut.sh turn01|lossy|setupdown [REPS]
 set -u
 test=$(cd "$(dirname "$0")/../../.." && pwd)/tests/netbed/test_failover.sh
-what=${1:?turn01 or lossy} reps=${2:-2} keep=${KEEP:-/tmp/failover-cut}
+what=${1:?turn01, lossy or setupdown} reps=${2:-2} keep=${KEEP:-/tmp/failover-cut}
 mkdir -p "$keep"
 cut=$(mktemp /tmp/failover-cut.XXXXXX)
 {
@@ -18,6 +18,7 @@ cut=$(mktemp /tmp/failover-cut.XXXXXX)
   case $what in
     turn01) echo 'one() { turn_case turn01 flap0_lose1 12 "eth0 down 3 s and back, then eth1 lost"; }' ;;
     lossy) echo 'one() { perf_opts="-v --in-order" run lossy 34 2 lossy1_lose0 "${merged[@]}"; eth1_lossless; check $([ $crc -eq 0 ] && [ $src -eq 0 ] && echo 0 || echo 1) "lossy: exit $crc $src ${secs}s"; all_up; }' ;;
+    setupdown) echo 'one() { cable() { ip -n "$bed-sw" link set h1e1 "$1"; }; cable down; perf_opts=-v run setupdown 8 4 "cable up" "${merged[@]}" COLLX_CONNECT_TIMEOUT=4; check $([ $crc -eq 0 ] && [ $src -eq 0 ] && echo 0 || echo 1) "setupdown: exit $crc $src ${secs}s"; cable up; }' ;;
     *) echo "cut.sh: no case $what" >&2; exit 2 ;;
   esac
   cat <<LOOP
