@@ -68,7 +68,7 @@ void tcp_send_eager_queue(struct tcp_send_comm *c, struct tcp_send_req *r) {
   tcp_ctrl_pump(&c->base.ctrl);
 }
 
-/* Eager messages wait that no item has started yet. */
+/* Eager messages are queued that the writer has not started yet. */
 static int eager_owed(struct tcp_ctrl *k) { return atomic_load(&ctrl_owner(k)->eager_queued) > 0; }
 
 void tcp_send_want_cts(struct tcp_send_comm *c) {
