@@ -1,5 +1,5 @@
 #!/bin/bash
-# (gQ) Issue 26, gO and gP in one call, cut to fit it (H100s were not
+# (gQ) Issue 26, two looks in one call, cut to fit it (H100s were not
 # lent; every comparison here is within this call):
 #  1. 2 ranks, all-gather and reduce-scatter 256 KiB-2 MiB: HEAD's tuner
 #     (PAT up to 256 KiB a rank) against Ring with Simple from 256 KiB a
