@@ -174,9 +174,8 @@ int main(void) {
   tcp_cfg.progress = COLLX_PROGRESS_CALLER;
   tcp_cfg.failover_ms = 2000;
   int probe[2];
-  int v = ROOM;
   if (socketpair(AF_UNIX, SOCK_STREAM, 0, probe) != 0) return 99;
-  int can = setsockopt(probe[0], SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof v) == 0;
+  int can = room_forced(probe[0]) == 0;
   close(probe[0]);
   close(probe[1]);
   if (!can) {
