@@ -4,7 +4,8 @@
 #      fails or the bed exists already;
 #   2. a merged device of two NICs rate-limited to unequal speeds (1 and
 #      3 Gbit/s) splits the bytes by speed: each NIC carries its share
-#      (per-interface byte counters), in both progress modes;
+#      (per-interface byte counters), in both progress modes (printed only
+#      under a sanitizer, where the processor sets the pace);
 #   3. a single NIC's traffic stays on that NIC;
 #   4. collx-perf's ring all-reduce with each of 4 ranks on its own host
 #      (--netns), every element checked, every host's NIC carrying its part.
@@ -97,8 +98,17 @@ for progress in threads caller; do
   share1=$(( total > 0 ? sent1 * 100 / total : 0 ))
   # 3 of 4 Gbit/s: 75%.  Within 10 points: a NIC that lags keeps fewer
   # chunks in flight, so the split follows the speeds without being exact.
-  check $([ $share1 -ge 65 ] && [ $share1 -le 85 ] && echo 0 || echo 1) \
-    "merged-$progress: the 3 Gbit/s NIC carries its share of the bytes, 65-85% ($share1%)"
+  # Under a sanitizer (the CI's stages set COLLX_FAULTS_SCALE) among the
+  # stage's other tests the processor, not the links, sets the pace: each
+  # socket drains what it holds between two wake-ups, so the split tends to
+  # even (TSan with six busy loops on 2 cores: 50-60%, idle: 74%).  There
+  # the share is printed; the plain build checks it.
+  if [ "${COLLX_FAULTS_SCALE:-1}" -gt 1 ]; then
+    echo "  merged-$progress: the 3 Gbit/s NIC carried $share1% of the bytes (not checked under a sanitizer)"
+  else
+    check $([ $share1 -ge 65 ] && [ $share1 -le 85 ] && echo 0 || echo 1) \
+      "merged-$progress: the 3 Gbit/s NIC carries its share of the bytes, 65-85% ($share1%)"
+  fi
   check $([ $total -ge "${moved:-1}" ] && echo 0 || echo 1) "merged-$progress: the members carry the ${moved:-?} bytes moved ($total)"
 done
 
