@@ -9,6 +9,13 @@
  * the kernel, not yet all read).  The receiver posts one receive (its CTS
  * reaches the sender, unread), and the sender closes at once while the
  * receiver posts K - 1 more: all K messages must arrive whole.
+ *
+ * unread-at-handoff: the same, with the sender holding a second comm (a
+ * pair with itself) while it closes, so that the closing call leaves its
+ * control sockets to the watchdog (linger.c) rather than waiting for the
+ * peer's acknowledgement itself; then it closes the second comm, the last,
+ * which waits out what still lingers (the soak checks that no descriptor
+ * outlives the last close).
  */
 #include "lv.h"
 
@@ -17,7 +24,31 @@
 
 static char payload[MAXMSG + 1][MSG];
 
-static int unread_sender(void *send, int to_parent, int from_parent) {
+/* A send and a receive comm of this process with itself. */
+struct self_pair {
+  void *listen, *send, *recv;
+};
+
+static int self_pair_open(struct self_pair *sp) {
+  char handle[NCCL_NET_HANDLE_MAXSIZE] = {0};
+  memset(sp, 0, sizeof *sp);
+  if (collx_listen(0, handle, &sp->listen) != ncclSuccess) return -1;
+  double until = now_s() + 10;
+  while ((!sp->send || !sp->recv) && now_s() < until) {
+    if (!sp->send && collx_connect(0, handle, &sp->send) != ncclSuccess) return -1;
+    if (!sp->recv && collx_accept(sp->listen, &sp->recv) != ncclSuccess) return -1;
+    sleep_s(0.0005);
+  }
+  return sp->send && sp->recv ? 0 : -1;
+}
+
+static void self_pair_close(struct self_pair *sp) {
+  collx_close_send(sp->send);
+  collx_close_recv(sp->recv);
+  collx_close_listen(sp->listen);
+}
+
+static int unread_sender(void *send, int to_parent, int from_parent, int keep_another) {
   void *req[MAXMSG + 1];
   int k = 0;
   for (; k <= MAXMSG; k++) {
@@ -31,20 +62,41 @@ static int unread_sender(void *send, int to_parent, int from_parent) {
     printf("    sender: %d messages complete: the socket never filled\n", k);
     return 3;
   }
+  struct self_pair other;
+  if (keep_another && self_pair_open(&other) != 0) {
+    printf("    sender: cannot open a second comm\n");
+    return 5;
+  }
   char n = (char)k, cue;
   lv_cue(to_parent, n);
   if (lv_wait_cue(from_parent, &cue) != 0) return 4;
   double t0 = now_s();
   collx_close_send(send); /* the request in flight, if any, is given up */
-  printf("    sender: %d messages complete, close took %.3f s\n", k, now_s() - t0);
+  printf("    sender: %d messages complete, close took %.3f s%s\n", k, now_s() - t0,
+         keep_another ? " (another comm open)" : "");
+  fflush(stdout);
+  if (!keep_another) return 0;
+  /* The receiver reads everything before the cue. */
+  if (lv_wait_cue(from_parent, &cue) != 0) return 4;
+  t0 = now_s();
+  self_pair_close(&other);
+  printf("    sender: the last close took %.3f s\n", now_s() - t0);
   fflush(stdout);
   return 0;
 }
 
-static int unread_at_close(void) {
+static int unread_sender_alone(void *send, int to_parent, int from_parent) {
+  return unread_sender(send, to_parent, from_parent, 0);
+}
+
+static int unread_sender_beside(void *send, int to_parent, int from_parent) {
+  return unread_sender(send, to_parent, from_parent, 1);
+}
+
+static int unread_case(int keep_another) {
   setenv("COLLX_EAGER_SIZE", "262144", 1);
   struct lv_pair p;
-  LV_REQUIRE(lv_pair_start(&p, unread_sender) == 0, "pair setup");
+  LV_REQUIRE(lv_pair_start(&p, keep_another ? unread_sender_beside : unread_sender_alone) == 0, "pair setup");
   char k;
   LV_REQUIRE(lv_wait_cue(p.from_child, &k) == 0, "sender");
   static char bufs[MAXMSG + 1][MSG];
@@ -66,17 +118,24 @@ static int unread_at_close(void) {
     else if (first_err == ncclSuccess) first_err = r;
     if (r == ncclInProgress) break;
   }
-  LV_REQUIRE(lv_pair_reap(&p) == 0, "sender failed");
+  if (keep_another) lv_cue(p.to_child, 'd');
+  int rc = lv_pair_reap(&p);
   LV_REQUIRE(whole == k, "%d of %d messages the sender completed arrived (first error %d)", whole, k, first_err);
-  lv_say("all %d eager messages arrived after the sender closed with a CTS unread", (int)k);
+  LV_REQUIRE(rc == 0, "sender failed (%d)", rc);
+  lv_say("all %d eager messages arrived after the sender closed with a CTS unread%s", (int)k,
+         keep_another ? ", its control sockets left to its watchdog" : "");
   collx_close_recv(p.recv);
   collx_close_listen(p.listen);
   return 0;
 }
 
+static int unread_at_close(void) { return unread_case(0); }
+static int unread_at_handoff(void) { return unread_case(1); }
+
 int main(int argc, char **argv) {
   static const struct lv_case cases[] = {
       {"unread-at-close", unread_at_close, 20, 1},
+      {"unread-at-handoff", unread_at_handoff, 20, 1},
   };
   return lv_main(argc, argv, cases, (int)(sizeof cases / sizeof cases[0]));
 }

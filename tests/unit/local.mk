@@ -199,3 +199,10 @@ check_PROGRAMS += tests/unit/test_writer_busy
 TESTS += tests/unit/test_writer_busy
 tests_unit_test_writer_busy_SOURCES = tests/unit/test_writer_busy.c tests/unit/sockbed.c tests/unit/sockbed.h
 tests_unit_test_writer_busy_LDADD = libcollx-tcp.la
+
+# test_linger: control sockets are closed only once the peer has all they
+# carried, and while the watchdog runs that wait is its ticks', not close's
+check_PROGRAMS += tests/unit/test_linger
+TESTS += tests/unit/test_linger
+tests_unit_test_linger_SOURCES = tests/unit/test_linger.c
+tests_unit_test_linger_LDADD = libcollx-tcp.la

@@ -15,7 +15,6 @@
  * of the one socket.
  */
 #include <errno.h>
-#include <linux/sockios.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +25,7 @@
 
 #include "base.h"
 #include "ctrl.h"
+#include "linger.h"
 #include "util/log.h"
 
 /* How long the spare may lack a byte written on the first socket: the
@@ -638,39 +638,6 @@ int tcp_ctrl_rejoin(struct tcp_ctrl *k, int which, int fd) {
 
 /* ---- close ------------------------------------------------------------------ */
 
-/* How long close waits for the peer's kernel to take what is still queued
- * on a control socket. */
-#define CLOSE_LINGER_S 0.2
-
-/* Close a control socket without a reset.  Closing a socket with unread
- * bytes (a heartbeat or CTS that came after the last read) makes the
- * kernel send a reset, which drops what it still holds for the peer (eager
- * messages) and fails the peer's reads.  So: end our direction (the peer
- * reads everything, then end of stream), read and drop what has come in,
- * and close once the peer has acknowledged all the data we sent, the peer
- * has closed too, or a short while has passed.  A comm that has failed
- * does not wait: its peer is gone. */
-static void close_gently(int fd, int failed) {
-  shutdown(fd, SHUT_WR);
-  double until = tcp_now() + (failed ? 0 : CLOSE_LINGER_S);
-  static __thread char sink[4096];
-  for (;;) {
-    ssize_t n;
-    while ((n = recv(fd, sink, sizeof sink, MSG_DONTWAIT)) > 0) {
-    }
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) break;
-    /* The count includes our FIN, which the peer's kernel acknowledges
-     * late (a delayed ACK, 40 ms on Linux): all our data is in once only
-     * the FIN is left. */
-    int unacked = 0;
-    if (ioctl(fd, SIOCOUTQ, &unacked) != 0 || unacked <= 1) break;
-    if (tcp_now() >= until) break;
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    poll(&p, 1, 5);
-  }
-  close(fd);
-}
-
 void tcp_ctrl_close(struct tcp_ctrl *k) {
   int failed = tcp_comm_failed(k->comm);
   /* The last batch, for a peer that reads the spare (nothing waits for
@@ -679,7 +646,7 @@ void tcp_ctrl_close(struct tcp_ctrl *k) {
   /* Nor does a socket given up: its path may be down, and the other
    * carried everything. */
   for (int w = 0; w < 2; w++)
-    if (k->fd[w] >= 0) close_gently(k->fd[w], failed || !is_live(k, w));
+    if (k->fd[w] >= 0) tcp_linger_close(k->fd[w], failed || !is_live(k, w));
   k->fd[0] = k->fd[1] = -1;
   free(k->hist);
   k->hist = NULL;

@@ -14,6 +14,7 @@ libcollx_tcp_la_SOURCES = \
 	src/transport/tcp/engine.c src/transport/tcp/engine.h \
 	src/transport/tcp/base.c src/transport/tcp/base.h src/transport/tcp/tcp.h \
 	src/transport/tcp/stats.c src/transport/tcp/stats.h src/transport/tcp/tcpinfo.h \
+	src/transport/tcp/linger.c src/transport/tcp/linger.h \
 	src/transport/tcp/ctrl.c src/transport/tcp/ctrl.h \
 	src/transport/tcp/progress_engine.c src/transport/tcp/progress.h \
 	src/transport/tcp/failover.c src/transport/tcp/rejoin.c src/transport/tcp/paths.h \

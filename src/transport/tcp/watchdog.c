@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "linger.h"
 #include "progress.h"
 #include "watchdog.h"
 #include "util/log.h"
@@ -75,6 +76,7 @@ static void *watchdog(void *arg) {
       watch_one(COLLX_CONTAINER_OF(pos, struct tcp_comm_base, wd_node), now);
     }
     pthread_mutex_unlock(&wd_lock);
+    tcp_linger_reap(now);
     watchdog_sleep();
   }
   atomic_fetch_sub(&tcp_live_threads, 1);
@@ -93,10 +95,12 @@ int tcp_watchdog_add(struct tcp_comm_base *c) {
   if (!wd_started) {
     atomic_store(&wd_stop, 0);
     atomic_fetch_add(&tcp_live_threads, 1);
+    tcp_linger_start();
     int err = pthread_create(&wd_thread, NULL, watchdog, NULL);
     if (err == 0) {
       wd_started = 1;
     } else {
+      tcp_linger_stop();
       /* Nothing of this comm stays registered: the caller frees it. */
       atomic_fetch_sub(&tcp_live_threads, 1);
       pthread_mutex_lock(&wd_lock);
@@ -126,6 +130,8 @@ void tcp_watchdog_remove(struct tcp_comm_base *c) {
     pthread_mutex_unlock(&wd_sleep_lock);
     pthread_join(wd_thread, NULL);
     wd_started = 0;
+    /* After the join: no tick reaps any more, and this close is the last. */
+    tcp_linger_stop();
   }
   pthread_mutex_unlock(&wd_life);
 }
