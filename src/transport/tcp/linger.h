@@ -22,7 +22,7 @@ void tcp_linger_reap(double now);
  * waited out here (each socket until its own deadline at the latest). */
 void tcp_linger_stop(void);
 
-/* How many sockets linger now (for tests and the stats). */
+/* How many sockets linger now (for the tests). */
 int tcp_linger_count(void);
 
 #endif
