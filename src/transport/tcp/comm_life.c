@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "comm_life.h"
+#include "linger.h"
 #include "paths.h"
 #include "progress.h"
 #include "topo/topo.h"
@@ -118,7 +119,7 @@ static int comm_start(struct tcp_comm_base *c) {
 static void comm_stop(struct tcp_comm_base *c) {
   if (c->counted) atomic_fetch_sub(comms_open_of(c->dev), 1);
   c->counted = 0;
-  if (c->watched) tcp_watchdog_remove(c);
+  int last = c->watched && tcp_watchdog_remove(c);
   atomic_store(&c->stop, 1);
   /* Nothing waits on the peer: detach waits out a pass in progress only. */
   if (c->driven) tcp_progress->detach(c);
@@ -126,6 +127,10 @@ static void comm_stop(struct tcp_comm_base *c) {
   tcp_stats_close(c);
   streams_close(c);
   tcp_ctrl_close(&c->ctrl);
+  /* The last comm waits for the control sockets still lingering only now,
+   * its own shut too: a peer closing at the same time waits for our end of
+   * the same pairs, and each end's FIN acknowledges what the other sent. */
+  if (last) tcp_linger_stop();
   tcp_failover_free(c);
 }
 

@@ -18,8 +18,10 @@ void tcp_linger_close(int fd, int failed);
 void tcp_linger_start(void);
 /* Each watchdog tick: close the sockets that are done or past their time. */
 void tcp_linger_reap(double now);
-/* The watchdog stops: nothing more is left to it, and what lingers is
- * waited out here (each socket until its own deadline at the latest). */
+/* The last comm's close, after the watchdog stopped and its own control
+ * sockets were handed here: nothing more is left to a watchdog, and what
+ * lingers is waited out here (each socket until its own deadline at the
+ * latest). */
 void tcp_linger_stop(void);
 
 /* How many sockets linger now (for the tests). */

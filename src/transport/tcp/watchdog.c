@@ -116,8 +116,10 @@ int tcp_watchdog_add(struct tcp_comm_base *c) {
 }
 
 /* Remove a comm; the last one out stops the watchdog, so that no plugin
- * thread outlives the last comm (NCCL may dlclose the plugin then). */
-void tcp_watchdog_remove(struct tcp_comm_base *c) {
+ * thread outlives the last comm (NCCL may dlclose the plugin then), and
+ * is told so: it closes what lingers (tcp_linger_stop) once its own
+ * control sockets are shut. */
+int tcp_watchdog_remove(struct tcp_comm_base *c) {
   pthread_mutex_lock(&wd_life);
   pthread_mutex_lock(&wd_lock);
   collx_list_del(&c->wd_node);
@@ -130,8 +132,7 @@ void tcp_watchdog_remove(struct tcp_comm_base *c) {
     pthread_mutex_unlock(&wd_sleep_lock);
     pthread_join(wd_thread, NULL);
     wd_started = 0;
-    /* After the join: no tick reaps any more, and this close is the last. */
-    tcp_linger_stop();
   }
   pthread_mutex_unlock(&wd_life);
+  return last;
 }

@@ -10,7 +10,8 @@
 
 /* 0, or -1 when the thread cannot start (nothing stays registered). */
 int tcp_watchdog_add(struct tcp_comm_base *c);
-/* The last one out stops the thread. */
-void tcp_watchdog_remove(struct tcp_comm_base *c);
+/* The last one out stops the thread and gets 1 (then it owes
+ * tcp_linger_stop), the others 0. */
+int tcp_watchdog_remove(struct tcp_comm_base *c);
 
 #endif
