@@ -71,7 +71,7 @@ merged=(COLLX_IFNAME==eth0,eth1 COLLX_MERGE=eth0+eth1)
 run alone "" COLLX_IFNAME==eth0
 check $([ $crc -eq 0 ] && [ $src -eq 0 ] && echo 0 || echo 1) "1 Gbit/s NIC alone: $bw GB/s (exit $crc, $src)"
 ref=$bw
-run oneway "" "${merged[@]}"
+run oneway "-v" "${merged[@]}"
 check $([ $crc -eq 0 ] && [ $src -eq 0 ] && echo 0 || echo 1) "merged with 2 Mbit/s: every message right (exit $crc, $src)"
 [ $crc -ne 0 ] || [ $src -ne 0 ] && show oneway
 # Under a sanitizer (the CI's stages set COLLX_FAULTS_SCALE) the processor,
@@ -85,6 +85,8 @@ n=$(slow_warns oneway cli)
 w=$(grep -h "drains only" "$tmp/oneway.cli" | head -1)
 check $([ "$n" -eq 1 ] && printf '%s' "$w" | grep -q "member eth1 to $(netbed_addr 0 1)" && echo 0 || echo 1) \
   "the sender names the slow member once ($n): ${w#*NET/collx }"
+# Why not, where it was not: what became of the slow member's path.
+[ "$n" -eq 1 ] || grep -hE "path|member|given up|stuck|closed:" "$tmp/oneway.cli" | head -12 | sed 's/^/    client: /'
 check $([ "$(slow_warns oneway srv)" -eq 0 ] && echo 0 || echo 1) \
   "the receiver, which sends nothing, names no member ($(slow_warns oneway srv))"
 
