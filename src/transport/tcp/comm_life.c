@@ -129,7 +129,10 @@ static void comm_stop(struct tcp_comm_base *c) {
   tcp_ctrl_close(&c->ctrl);
   /* The last comm waits for the control sockets still lingering only now,
    * its own shut too: a peer closing at the same time waits for our end of
-   * the same pairs, and each end's FIN acknowledges what the other sent. */
+   * the same pairs, and each end's FIN acknowledges what the other sent.
+   * A comm opened since restarted the watchdog: the stop takes the reaping
+   * from it too, and closes until its next start wait in place (at most
+   * linger.c's LINGER_S), which is slower, never wrong. */
   if (last) tcp_linger_stop();
   tcp_failover_free(c);
 }

@@ -17,16 +17,15 @@
  * lg_lock is a leaf: nothing else is taken under it.
  */
 #include <errno.h>
-#include <linux/sockios.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "base.h"
 #include "linger.h"
+#include "sock.h"
 
 /* How long a socket waits for the peer's kernel to take what is queued. */
 #define LINGER_S 0.2
@@ -43,16 +42,16 @@ static int lg_reaper; /* the watchdog runs and reaps */
 
 /* Read and drop what has come in; 1 when the socket may be closed: the
  * peer has closed, the socket failed, or the peer has acknowledged all our
- * data.  The count of unacknowledged bytes includes our FIN, which the peer
- * acknowledges late: all our data is in once only the FIN is left. */
+ * data (or the count cannot be had).  The count of unacknowledged bytes
+ * includes our FIN, which the peer acknowledges late: all our data is in
+ * once only the FIN is left. */
 static int linger_done(int fd) {
   static __thread char sink[4096];
   ssize_t n;
   while ((n = recv(fd, sink, sizeof sink, MSG_DONTWAIT)) > 0) {
   }
   if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return 1;
-  int unacked = 0;
-  return ioctl(fd, SIOCOUTQ, &unacked) != 0 || unacked <= 1;
+  return sock_outq(fd) <= 1;
 }
 
 static void linger_wait(int fd, double until) {
