@@ -148,14 +148,15 @@ netbed_show() { # dir label
 # 10 ms, at both ends (collx-perf's "longest plugin call" line): what "no
 # call blocks" is judged by.  With --call-waits, how many of those waited
 # in the plugin, how many were only preempted, and the most processor time
-# any of them used.
+# any of them used; and how many closes took over 10 ms, split the same way.
 netbed_longest() { # dir label
   local end line
   for end in cli srv; do
     line=$(grep -h -m1 "longest plugin call" "$1/$2.$end" 2>/dev/null) || continue
     printf '# %s %s: %s; %s\n' "$2" "$([ $end = cli ] && echo client || echo server)" \
       "$(printf '%s' "$line" | grep -oE '(isend|irecv|test|closeSend|closeRecv) [0-9.]+ ms' | paste -sd, - | sed 's/,/, /g')" \
-      "$(printf '%s' "$line" | grep -oE '[0-9]+ over 10 ms( \([^)]*\))?')"
+      "$(printf '%s' "$line" | grep -oE '[0-9]+ over 10 ms( \([^)]*\))?|closes over 10 ms: [0-9]+( \([^)]*\))?' |
+        paste -sd'|' - | sed 's/|/; /g')"
   done
 }
 

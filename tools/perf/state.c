@@ -42,12 +42,16 @@ static uint64_t g_over_10ms_waited, g_over_10ms_preempted;
  * call over 10 ms that switched neither way but used far less than its
  * length lost the processor to the host (a virtual machine's steal). */
 static uint64_t g_over_10ms_cpu_max_ns;
+/* The same for the closes, which NCCL's proxy thread also makes. */
+static uint64_t g_closes_over_10ms, g_close_waited, g_close_preempted;
 
 /* isend, irecv, test: the calls of NCCL's progress loop, counted by
  * duration (init's topology discovery and a connect are not). */
 static int progress_call(const char *name) {
   return !strcmp(name, "isend") || !strcmp(name, "irecv") || !strcmp(name, "test");
 }
+
+static int close_call(const char *name) { return !strncmp(name, "close", 5); }
 
 static void thread_switches(long *voluntary, long *involuntary) {
   struct rusage ru;
@@ -70,21 +74,33 @@ void call_begin(struct call_mark *m) {
   m->t0 = now_ns();
 }
 
+/* A call over 10 ms: did the thread give up the processor (1), was it
+ * only preempted (2), or neither (0); *cpu: its processor time. */
+static int call_wait_kind(const struct call_mark *m, uint64_t *cpu) {
+  long nv, niv;
+  thread_switches(&nv, &niv);
+  *cpu = thread_cpu_ns() - m->cpu0;
+  return nv > m->nvcsw ? 1 : niv > m->nivcsw ? 2 : 0;
+}
+
 /* Called on the thread that made the call, right after it. */
 void call_timed(const char *name, const struct call_mark *m) {
-  uint64_t ns = now_ns() - m->t0;
+  uint64_t ns = now_ns() - m->t0, cpu = 0;
   if (progress_call(name)) {
     g_call_count++;
     g_calls_over_1ms += ns > 1000000;
     g_calls_over_10ms += ns > 10000000;
     if (o.call_waits && ns > 10000000) {
-      long nv, niv;
-      thread_switches(&nv, &niv);
-      uint64_t cpu = thread_cpu_ns() - m->cpu0;
-      if (nv > m->nvcsw) g_over_10ms_waited++;
-      else if (niv > m->nivcsw) g_over_10ms_preempted++;
+      int kind = call_wait_kind(m, &cpu);
+      g_over_10ms_waited += kind == 1;
+      g_over_10ms_preempted += kind == 2;
       if (cpu > g_over_10ms_cpu_max_ns) g_over_10ms_cpu_max_ns = cpu;
     }
+  } else if (close_call(name) && o.call_waits && ns > 10000000) {
+    int kind = call_wait_kind(m, &cpu);
+    g_closes_over_10ms++;
+    g_close_waited += kind == 1;
+    g_close_preempted += kind == 2;
   }
   for (int i = 0; i < CALL_KINDS; i++) {
     if (!g_calls[i].name) g_calls[i].name = name;
@@ -95,7 +111,7 @@ void call_timed(const char *name, const struct call_mark *m) {
 }
 
 void calls_report(void) {
-  char line[1024], waits[192] = "";
+  char line[1024], waits[192] = "", closes[128] = "";
   int at = snprintf(line, sizeof line, "collx-perf: longest plugin call:");
   for (int i = 0; i < CALL_KINDS && g_calls[i].name && at < (int)sizeof line; i++)
     at += snprintf(line + at, sizeof line - (size_t)at, "%s %s %.3f ms", i ? "," : "", g_calls[i].name,
@@ -104,9 +120,13 @@ void calls_report(void) {
     snprintf(waits, sizeof waits, " (%llu waited in the plugin, %llu preempted only; at most %.3f ms on the processor in one)",
              (unsigned long long)g_over_10ms_waited, (unsigned long long)g_over_10ms_preempted,
              (double)g_over_10ms_cpu_max_ns / 1e6);
-  printf("%s; isend/irecv/test: %llu calls, %llu over 1 ms, %llu over 10 ms%s\n", line,
+  if (o.call_waits)
+    snprintf(closes, sizeof closes, "; closes over 10 ms: %llu (%llu waited in the plugin, %llu preempted only)",
+             (unsigned long long)g_closes_over_10ms, (unsigned long long)g_close_waited,
+             (unsigned long long)g_close_preempted);
+  printf("%s; isend/irecv/test: %llu calls, %llu over 1 ms, %llu over 10 ms%s%s\n", line,
          (unsigned long long)g_call_count, (unsigned long long)g_calls_over_1ms,
-         (unsigned long long)g_calls_over_10ms, waits);
+         (unsigned long long)g_calls_over_10ms, waits, closes);
   fflush(stdout);
 }
 
