@@ -127,6 +127,18 @@ static inline ncclResult_t lv_accept(void *listen, void **recv, double limit_s) 
   return ncclInProgress;
 }
 
+/* Connect and accept in one process, stepping both, until both are up or
+ * limit_s has passed: 0, or -1 on an error or at the deadline. */
+static inline int lv_pair_in_process(void *listen, char *handle, void **send, void **recv, double limit_s) {
+  double until = now_s() + limit_s;
+  *send = *recv = NULL;
+  while ((!*send || !*recv) && now_s() < until) {
+    if (!*send && collx_connect(0, handle, send) != ncclSuccess) return -1;
+    if (!*recv && collx_accept(listen, recv) != ncclSuccess) return -1;
+  }
+  return *send && *recv ? 0 : -1;
+}
+
 /* A pair of processes: this one (the parent) listens and returns a receive
  * comm; the child connects and runs `sender(send_comm, to_parent,
  * from_parent)` with two pipes for cues, then exits with its result.  The

@@ -33,13 +33,7 @@ static int self_pair_open(struct self_pair *sp) {
   char handle[NCCL_NET_HANDLE_MAXSIZE] = {0};
   memset(sp, 0, sizeof *sp);
   if (collx_listen(0, handle, &sp->listen) != ncclSuccess) return -1;
-  double until = now_s() + 10;
-  while ((!sp->send || !sp->recv) && now_s() < until) {
-    if (!sp->send && collx_connect(0, handle, &sp->send) != ncclSuccess) return -1;
-    if (!sp->recv && collx_accept(sp->listen, &sp->recv) != ncclSuccess) return -1;
-    sleep_s(0.0005);
-  }
-  return sp->send && sp->recv ? 0 : -1;
+  return lv_pair_in_process(sp->listen, handle, &sp->send, &sp->recv, 10);
 }
 
 static void self_pair_close(struct self_pair *sp) {

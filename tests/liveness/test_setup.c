@@ -127,17 +127,6 @@ static int own_netns(void) {
   return 0;
 }
 
-/* Connect and accept in one process, stepping both, until both are up. */
-static int pair_in_process(void *listen, char *handle, void **send, void **recv) {
-  double until = now_s() + 5;
-  *send = *recv = NULL;
-  while ((!*send || !*recv) && now_s() < until) {
-    if (!*send && collx_connect(0, handle, send) != ncclSuccess) return -1;
-    if (!*recv && collx_accept(listen, recv) != ncclSuccess) return -1;
-  }
-  return *send && *recv ? 0 : -1;
-}
-
 /* Sockets that connect bind their source address without reserving a port
  * (IP_BIND_ADDRESS_NO_PORT): the port is picked at connect, per
  * destination.  With only 16 ephemeral ports, 4 listeners and 3 comms to
@@ -160,7 +149,7 @@ static int ephemeral_ports(void) {
     for (int l = 0; l < PORT_LISTENERS; l++) {
       char h[NCCL_NET_HANDLE_MAXSIZE];
       memcpy(h, handle[l], sizeof h);
-      LV_REQUIRE(pair_in_process(listen[l], h, &send[l][k], &recv[l][k]) == 0,
+      LV_REQUIRE(lv_pair_in_process(listen[l], h, &send[l][k], &recv[l][k], 5) == 0,
                  "connection %d to listener %d of %d x %d (%d sockets) failed", k, l, PORT_COMMS,
                  PORT_LISTENERS, 3 * PORT_COMMS * PORT_LISTENERS);
     }
@@ -189,12 +178,12 @@ static int watchdog_no_thread(void) {
   LV_REQUIRE(collx_listen(0, handle, &listen) == ncclSuccess, "listen");
   memcpy(h, handle, sizeof h);
   fail_pthread_create = 1;
-  LV_REQUIRE(pair_in_process(listen, h, &send, &recv) != 0, "a comm came up without its watchdog");
+  LV_REQUIRE(lv_pair_in_process(listen, h, &send, &recv, 5) != 0, "a comm came up without its watchdog");
   fail_pthread_create = 0;
   LV_REQUIRE(lv_warned(strerror(EAGAIN)), "the WARN does not give pthread_create's error (%s)", strerror(EAGAIN));
   LV_REQUIRE(collx_live_threads() == 0, "%d plugin threads alive after the failed start", collx_live_threads());
   memcpy(h, handle, sizeof h);
-  LV_REQUIRE(pair_in_process(listen, h, &send, &recv) == 0, "no comm once threads can start again");
+  LV_REQUIRE(lv_pair_in_process(listen, h, &send, &recv, 5) == 0, "no comm once threads can start again");
   LV_REQUIRE(collx_live_threads() == 1, "%d plugin threads with one pair up (the watchdog)", collx_live_threads());
   collx_close_send(send);
   collx_close_recv(recv);
