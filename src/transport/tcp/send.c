@@ -152,14 +152,23 @@ static int pick_chunk(struct tcp_send_comm *c, int j, uint64_t queued, struct tc
       return 1;
     }
   }
+  /* Each other stream is asked once per pick (a poll each), not once per
+   * send queued behind it. */
+  unsigned asked = 0, unready = 0;
   for (pos = c->queue.next; pos != &c->queue; pos = pos->next) {
     struct tcp_send_req *r = COLLX_CONTAINER_OF(pos, struct tcp_send_req, qnode);
-    for (int h = 0; h < c->base.nstreams; h++)
-      if (h != j && r->next[h] < r->nchunks && !stream_ready(c, h)) {
+    for (int h = 0; h < c->base.nstreams; h++) {
+      if (h == j || r->next[h] >= r->nchunks) continue;
+      if (!(asked & 1u << h)) {
+        asked |= 1u << h;
+        if (!stream_ready(c, h)) unready |= 1u << h;
+      }
+      if (unready & 1u << h) {
         *rp = r;
         *kp = deal(c, r, h);
         return 1;
       }
+    }
   }
   return 0;
 }

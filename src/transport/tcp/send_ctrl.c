@@ -92,18 +92,18 @@ void tcp_send_want_cts(struct tcp_send_comm *c) {
  * the compare-exchange finds only a send still waiting for that very
  * receive, and q_lock keeps it from being confirmed while a lost stream's
  * chunks of it are being taken back (send.c). */
+static void confirm_if_awaiting(_Atomic uint64_t *await, uint64_t want) {
+  /* A plain load first: a compare-exchange is a locked instruction even
+   * when it fails, and all but one of the slots fail. */
+  if (atomic_load(await) == want) atomic_compare_exchange_strong(await, &want, 0);
+}
+
 static void sends_confirmed(struct tcp_send_comm *c, const struct wire_ctrl *m) {
   pthread_mutex_lock(&c->q_lock);
   for (int i = 0; i < m->n; i++) {
-    uint64_t seq = (uint32_t)m->e[i].size;
-    for (int j = 0; j < COLLX_MAX_REQUESTS; j++) {
-      uint64_t want = 1ull << 32 | seq;
-      atomic_compare_exchange_strong(&c->reqs[j].await, &want, 0);
-    }
-    for (int j = 0; c->kept && j < TCP_KEPT_SENDS; j++) {
-      uint64_t want = 1ull << 32 | seq;
-      atomic_compare_exchange_strong(&c->kept[j].await, &want, 0);
-    }
+    uint64_t want = 1ull << 32 | (uint32_t)m->e[i].size;
+    for (int j = 0; j < COLLX_MAX_REQUESTS; j++) confirm_if_awaiting(&c->reqs[j].await, want);
+    for (int j = 0; c->kept && j < TCP_KEPT_SENDS; j++) confirm_if_awaiting(&c->kept[j].await, want);
   }
   pthread_mutex_unlock(&c->q_lock);
 }
