@@ -88,16 +88,16 @@ void tcp_send_want_cts(struct tcp_send_comm *c) {
 
 /* ---- reading: CTS and failover records ---------------------------------------- */
 
-/* Failover: the receiver has every byte of these receives.  Any thread:
- * the compare-exchange finds only a send still waiting for that very
- * receive, and q_lock keeps it from being confirmed while a lost stream's
- * chunks of it are being taken back (send.c). */
 static void confirm_if_awaiting(_Atomic uint64_t *await, uint64_t want) {
   /* A plain load first: a compare-exchange is a locked instruction even
    * when it fails, and all but one of the slots fail. */
   if (atomic_load(await) == want) atomic_compare_exchange_strong(await, &want, 0);
 }
 
+/* Failover: the receiver has every byte of these receives.  Any thread:
+ * the compare-exchange finds only a send still waiting for that very
+ * receive, and q_lock keeps it from being confirmed while a lost stream's
+ * chunks of it are being taken back (send.c). */
 static void sends_confirmed(struct tcp_send_comm *c, const struct wire_ctrl *m) {
   pthread_mutex_lock(&c->q_lock);
   for (int i = 0; i < m->n; i++) {
