@@ -60,11 +60,14 @@ static int stream_stuck(const struct tcp_send_comm *c, int h) {
 static int stream_behind(const struct tcp_send_comm *c, int h) { return stream_slow(c, h) || stream_stuck(c, h); }
 
 /* Whether stream h should keep its chunks for itself: it is idle, its
- * socket takes more and it is neither slow nor stuck.  Otherwise another stream may take
- * them. */
+ * socket took all of its last write and it is neither slow nor stuck.
+ * Otherwise another stream may take them.  The last write's outcome
+ * stands in for asking the socket: a poll for every pick cost the sender
+ * 5% of its processor on a merged pair at 64 KiB (bench/NOTES.md 82), and
+ * a socket that drained since only lends a chunk to a sibling. */
 static int stream_ready(struct tcp_send_comm *c, int h) {
   return !tcp_stream_lost(&c->base, h) && !atomic_load(&c->tx[h].busy) && !stream_behind(c, h) &&
-         sock_writable(c->base.streams[h].fd);
+         !atomic_load_explicit(&c->tx[h].full, memory_order_relaxed);
 }
 
 /* A slow stream takes a new chunk only once what its socket holds
@@ -152,22 +155,13 @@ static int pick_chunk(struct tcp_send_comm *c, int j, uint64_t queued, struct tc
       return 1;
     }
   }
-  /* Each other stream is asked once per pick (a poll each), not once per
-   * send queued behind it. */
-  unsigned asked = 0, unready = 0;
   for (pos = c->queue.next; pos != &c->queue; pos = pos->next) {
     struct tcp_send_req *r = COLLX_CONTAINER_OF(pos, struct tcp_send_req, qnode);
     for (int h = 0; h < c->base.nstreams; h++) {
-      if (h == j || r->next[h] >= r->nchunks) continue;
-      if (!(asked & 1u << h)) {
-        asked |= 1u << h;
-        if (!stream_ready(c, h)) unready |= 1u << h;
-      }
-      if (unready & 1u << h) {
-        *rp = r;
-        *kp = deal(c, r, h);
-        return 1;
-      }
+      if (h == j || r->next[h] >= r->nchunks || stream_ready(c, h)) continue;
+      *rp = r;
+      *kp = deal(c, r, h);
+      return 1;
     }
   }
   return 0;
@@ -535,6 +529,7 @@ static enum sock_io write_chunk(struct tcp_stream *s, struct tcp_send_stream *t,
   size_t end = max < total - before ? before + max : total;
   enum sock_io io = sock_send_two_upto(s->fd, &t->hdr, sizeof t->hdr, t->payload, t->hdr.len, &t->done, end);
   atomic_fetch_add_explicit(&t->wrote, t->done - before, memory_order_relaxed);
+  atomic_store_explicit(&t->full, io == SOCK_IO_AGAIN, memory_order_relaxed);
   if (io == SOCK_IO_DONE && t->done < total) return SOCK_IO_AGAIN;
   if (io != SOCK_IO_DONE) return io;
   if (!t->orphan) {

@@ -86,6 +86,7 @@ struct tcp_send_stream {
   size_t hb_done;
   int hb_active;
   atomic_int busy;            /* a chunk is being written (read by the other streams) */
+  atomic_int full;            /* its socket refused part of the last write (read by the other streams) */
   /* Failover: chunks of unconfirmed sends, oldest first, from `log_head`
    * (written under s->lock and q_lock, read under either: another stream
    * looks for chunks left waiting here); the last may be the one being

@@ -8,7 +8,6 @@
 #include <netinet/tcp.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <poll.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/uio.h>
@@ -45,11 +44,6 @@ void sock_tune(int fd) {
 void sock_limit_unsent(int fd, size_t bytes) {
   int v = bytes > INT_MAX ? INT_MAX : (int)bytes;
   setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, sizeof v);
-}
-
-int sock_writable(int fd) {
-  struct pollfd p = {.fd = fd, .events = POLLOUT};
-  return poll(&p, 1, 0) == 1 && (p.revents & POLLOUT);
 }
 
 void sock_ack_deadline(int fd, int seconds) {

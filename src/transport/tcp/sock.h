@@ -70,8 +70,6 @@ void sock_tune(int fd);
 /* The socket takes more data, and polls writable, only while fewer than
  * `bytes` of what it holds are unsent (TCP_NOTSENT_LOWAT). */
 void sock_limit_unsent(int fd, size_t bytes);
-/* Whether poll says the socket takes more now (below that limit, if set). */
-int sock_writable(int fd);
 
 /* Bytes the socket still holds: unsent, or sent and not yet acknowledged
  * (SIOCOUTQ); 0 when it cannot say. */
