@@ -6,7 +6,7 @@
 # against Ring with Simple (COLLX_TUNER_TREE_MAX=0 NCCL_ALGO=Ring
 # NCCL_PROTO=Simple), three alternating rounds each, then Socket once at
 # each rank count.  -n 30 -w 5.  Needs .gpu/collx-head.tar.gz and
-# .gpu/nccl-tests.tar.gz.
+# .gpu/nccl-tests.tar.gz.  Not run yet: on 2026-12-08 no device was lent.
 T0=$(date +%s)
 stamp() { echo "$1 rc=$2 at $(( $(date +%s)-T0 )) s"; }
 B=$(bash bench/gpu-build.sh .gpu/collx-head.tar.gz /tmp/cx/head .gpu/nccl-tests.tar.gz) || exit 1
